@@ -1,0 +1,64 @@
+//! Argument definitions and dispatch for `tessera`.
+
+mod check;
+mod targets;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+
+/// Success (warnings allowed).
+pub const EXIT_OK: u8 = 0;
+/// The input has errors (diagnostics were printed).
+pub const EXIT_ERRORS: u8 = 1;
+/// The command line was wrong, or a file could not be written.
+pub const EXIT_USAGE: u8 = 2;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success (warnings allowed)
+  1  the input has errors; diagnostics were printed
+  2  usage error: bad arguments, unknown target, output not writable";
+
+/// Tessera: a retargetable compiler generator for ML inference accelerators.
+///
+/// Architects describe a machine in a `.isa` file; tessera checks it, and
+/// (as the toolchain grows) compiles ONNX models for it and simulates them.
+#[derive(Debug, Parser)]
+#[command(name = "tessera", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check architecture description files and report every problem found.
+    #[command(after_help = EXIT_CODES)]
+    Check(check::CheckArgs),
+    /// List the machines shipped with tessera.
+    #[command(after_help = EXIT_CODES)]
+    Targets(targets::TargetsArgs),
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum Format {
+    /// For people (diagnostics with source excerpts on stderr, colour on terminals).
+    #[default]
+    Human,
+    /// One JSON document on stdout, for scripts and agents.
+    Json,
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Check(args) => check::run(&args),
+        Command::Targets(args) => targets::run(&args),
+    }
+}
+
+/// Parses `--set NAME=VALUE`.
+pub fn parse_set(s: &str) -> Result<(String, i64), String> {
+    isa_specs::parse_override(s)
+}

@@ -1,0 +1,274 @@
+//! Resolving written expressions into model expressions, and evaluating them.
+
+use super::{Checker, Sym};
+use crate::ast::{self, ExprKind};
+use crate::diag::{Code, Diagnostic};
+use crate::eval::{self, Num, Params};
+use crate::model::{Builtin, Expr, IntQ, OperandId, RealQ};
+use crate::source::Span;
+use std::collections::HashMap;
+
+/// Names visible in an expression beyond the global ones.
+#[derive(Default)]
+pub(crate) struct Scope {
+    /// Operands usable as values (immediates, registers by index).
+    pub operands: HashMap<String, OperandId>,
+    /// Operands without a numeric value (registers, addresses, semaphores).
+    pub others: std::collections::HashSet<String>,
+}
+
+impl Checker {
+    /// Resolves an expression over parameters (and, with a scope, operands).
+    pub fn resolve(&mut self, scope: &Scope, e: &ast::Expr) -> Option<Expr> {
+        match &e.kind {
+            ExprKind::Int(v) => Some(Expr::Int(*v)),
+            ExprKind::Real(v) => Some(Expr::Real(*v)),
+            ExprKind::Name(n) => {
+                if let Some(id) = scope.operands.get(n) {
+                    return Some(Expr::Operand(*id));
+                }
+                if scope.others.contains(n) {
+                    self.error(
+                        Diagnostic::new(Code::WrongKind, e.span, format!("operand `{n}` has no numeric value"))
+                            .label("not an immediate")
+                            .help("only immediate operands and parameters can be used in shapes, timing and energy"),
+                    );
+                    return None;
+                }
+                match self.lookup(n, e.span, "parameter")? {
+                    Sym::Param(p) => Some(Expr::Param(p)),
+                    other => {
+                        self.error(
+                            Diagnostic::new(
+                                Code::WrongKind,
+                                e.span,
+                                format!("`{n}` is a {}, not a number", other.kind_word()),
+                            )
+                            .label("used as a number")
+                            .help(format!(
+                                "use a parameter, an operand, or a property such as `{n}.size`"
+                            )),
+                        );
+                        None
+                    }
+                }
+            }
+            ExprKind::Member(owner, prop) => self.member(owner, prop),
+            ExprKind::Neg(a) => Some(Expr::Neg(Box::new(self.resolve(scope, a)?))),
+            ExprKind::Binary(op, a, b) => {
+                let (a, b) = (self.resolve(scope, a), self.resolve(scope, b));
+                Some(Expr::Binary(*op, Box::new(a?), Box::new(b?)))
+            }
+            ExprKind::Call(f, args) => {
+                let Some(builtin) = Builtin::ALL.into_iter().find(|b| b.name() == f.name) else {
+                    let names: Vec<&str> = Builtin::ALL.iter().map(|b| b.name()).collect();
+                    let mut d = Diagnostic::new(
+                        Code::UnknownFunction,
+                        f.span,
+                        format!("unknown function `{}`", f.name),
+                    )
+                    .label("not a function");
+                    d = match super::suggest(&f.name, names.iter().copied()) {
+                        Some(s) => d.help(format!(
+                            "did you mean `{s}`? the functions are {}",
+                            names.join(", ")
+                        )),
+                        None => d.help(format!("the functions are {}", names.join(", "))),
+                    };
+                    self.error(d);
+                    return None;
+                };
+                let (lo, hi) = builtin.arity();
+                if args.len() < lo || args.len() > hi {
+                    let want = if lo == hi {
+                        format!("{lo}")
+                    } else {
+                        format!("at least {lo}")
+                    };
+                    self.error(
+                        Diagnostic::new(
+                            Code::Arity,
+                            e.span,
+                            format!("`{}` takes {want} arguments, not {}", f.name, args.len()),
+                        )
+                        .label("wrong number of arguments")
+                        .help(format!("call it as `{}`", builtin_usage(builtin))),
+                    );
+                    return None;
+                }
+                let resolved: Vec<Option<Expr>> =
+                    args.iter().map(|a| self.resolve(scope, a)).collect();
+                Some(Expr::Call(
+                    builtin,
+                    resolved.into_iter().collect::<Option<_>>()?,
+                ))
+            }
+            ExprKind::Index(name, _) => {
+                self.error(
+                    Diagnostic::new(
+                        Code::WrongKind,
+                        e.span,
+                        format!("`{}[...]` is an element access, not a number", name.name),
+                    )
+                    .label("element access outside semantics")
+                    .help(
+                        "element accesses belong in `semantics`; here use a parameter or operand",
+                    ),
+                );
+                None
+            }
+            ExprKind::Reduce(op, ..) => {
+                self.error(
+                    Diagnostic::new(
+                        Code::WrongKind,
+                        e.span,
+                        format!("a `{}` reduction is only allowed in semantics", op.word()),
+                    )
+                    .label("reduction outside semantics")
+                    .help(
+                        "use `max(a, b)` or `min(a, b)` for the larger or smaller of two numbers",
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn member(&mut self, owner: &ast::Ident, prop: &ast::Ident) -> Option<Expr> {
+        let sym = self.lookup(&owner.name, owner.span, "memory or unit")?;
+        let value = match sym {
+            Sym::Memory(m) => {
+                let mem = self.memories.get(m.index())?;
+                match prop.name.as_str() {
+                    "size" => Some(&mem.size),
+                    "banks" => Some(&mem.banks),
+                    "bandwidth" => Some(&mem.bandwidth),
+                    "latency" => Some(&mem.latency),
+                    "ports" => Some(&mem.ports),
+                    _ => None,
+                }
+            }
+            Sym::Unit(u) => self
+                .units
+                .get(u.index())
+                .and_then(|u| match prop.name.as_str() {
+                    "count" => Some(&u.count),
+                    "macs_per_cycle" => Some(&u.macs_per_cycle),
+                    _ => None,
+                }),
+            Sym::RegFile(r) => self
+                .regfiles
+                .get(r.index())
+                .and_then(|r| (prop.name == "count").then_some(&r.count)),
+            Sym::Semaphore(s) => self
+                .semaphores
+                .get(s.index())
+                .and_then(|s| (prop.name == "count").then_some(&s.count)),
+            _ => None,
+        };
+        match value {
+            Some(q) => Some(q.expr.clone()),
+            None => {
+                let props = match sym {
+                    Sym::Memory(_) => "size, banks, bandwidth, latency, ports",
+                    Sym::Unit(_) => "count, macs_per_cycle",
+                    Sym::RegFile(_) | Sym::Semaphore(_) => "count",
+                    _ => "none",
+                };
+                self.error(
+                    Diagnostic::new(
+                        Code::UnknownProperty,
+                        prop.span,
+                        format!(
+                            "{} `{}` has no property `{}` usable in expressions",
+                            sym.kind_word(),
+                            owner.name,
+                            prop.name
+                        ),
+                    )
+                    .label("unknown property")
+                    .help(format!("usable properties: {props}")),
+                );
+                None
+            }
+        }
+    }
+
+    /// Evaluates a resolved expression at the current parameter values.
+    pub fn eval_global(&mut self, e: &Expr, span: Span) -> Option<Num> {
+        match eval::eval(e, &Params(&self.param_values)) {
+            Ok(v) => Some(v),
+            Err(err) => {
+                self.error(
+                    Diagnostic::new(Code::Arithmetic, span, format!("cannot evaluate: {err}"))
+                        .label("here")
+                        .help("check the parameter values this expression uses"),
+                );
+                None
+            }
+        }
+    }
+
+    /// Resolves and evaluates a global integer expression, requiring `value >= min`.
+    pub fn global_int(&mut self, e: &ast::Expr, min: i64, what: &str) -> Option<IntQ> {
+        let expr = self.resolve(&Scope::default(), e)?;
+        let value = match self.eval_global(&expr, e.span)? {
+            Num::Int(v) => v,
+            Num::Real(r) => {
+                self.error(
+                    Diagnostic::new(
+                        Code::NotInteger,
+                        e.span,
+                        format!("{what} must be an integer, not {r}"),
+                    )
+                    .label("not an integer")
+                    .help("write a whole number, or round with integer arithmetic"),
+                );
+                return None;
+            }
+        };
+        if value < min {
+            self.error(
+                Diagnostic::new(
+                    Code::OutOfRange,
+                    e.span,
+                    format!("{what} must be at least {min}, but is {value}"),
+                )
+                .label(format!("evaluates to {value}"))
+                .help(format!("give {what} a value of {min} or more")),
+            );
+            return None;
+        }
+        Some(IntQ { value, expr })
+    }
+
+    /// Resolves and evaluates a global real expression, requiring `value >= 0`.
+    pub fn global_real(&mut self, e: &ast::Expr, what: &str) -> Option<RealQ> {
+        let expr = self.resolve(&Scope::default(), e)?;
+        let value = self.eval_global(&expr, e.span)?.as_f64();
+        if value < 0.0 {
+            self.error(
+                Diagnostic::new(
+                    Code::OutOfRange,
+                    e.span,
+                    format!("{what} cannot be negative ({value})"),
+                )
+                .label("negative")
+                .help(format!("give {what} a value of 0 or more")),
+            );
+            return None;
+        }
+        Some(RealQ { value, expr })
+    }
+}
+
+fn builtin_usage(b: Builtin) -> &'static str {
+    match b {
+        Builtin::CeilDiv => "ceil_div(a, b)",
+        Builtin::Min => "min(a, b, ...)",
+        Builtin::Max => "max(a, b, ...)",
+        Builtin::Log2 => "log2(a)",
+        Builtin::Pow2 => "pow2(a)",
+        Builtin::AlignUp => "align_up(a, multiple)",
+    }
+}
