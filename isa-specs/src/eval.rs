@@ -145,6 +145,14 @@ fn binary(op: BinOp, a: Num, b: Num) -> Result<Num, EvalError> {
 }
 
 fn call(f: Builtin, args: &[Num]) -> Result<Num, EvalError> {
+    if f == Builtin::Pick {
+        let Some(Num::Int(i)) = args.first() else { return Err(EvalError::Domain("pick needs an integer index")) };
+        let choices = &args[1..];
+        return usize::try_from(*i)
+            .ok()
+            .and_then(|i| choices.get(i).copied())
+            .ok_or(EvalError::Domain("pick index is outside its choices"));
+    }
     let ints: Option<Vec<i64>> = args
         .iter()
         .map(|a| match a {
@@ -191,6 +199,7 @@ fn call(f: Builtin, args: &[Num]) -> Result<Num, EvalError> {
         (Builtin::Log2, Some(_)) => Err(EvalError::Domain("log2 needs a positive argument")),
         (Builtin::Pow2, Some(v)) if (0..63).contains(&v[0]) => Ok(Num::Int(1i64 << v[0])),
         (Builtin::Pow2, Some(_)) => Err(EvalError::Domain("pow2 needs an argument from 0 to 62")),
+        (Builtin::Pick, _) => Err(EvalError::Domain("pick is handled above")),
         (_, None) => Err(EvalError::Domain("this function takes integers")),
     }
 }

@@ -158,6 +158,8 @@ pub enum Builtin {
     Pow2,
     /// `align_up(a, b)`: `a` rounded up to a multiple of `b`.
     AlignUp,
+    /// `pick(i, v0, v1, ...)`: the `i`th value (selects by a mode parameter such as a dataflow).
+    Pick,
 }
 
 impl Builtin {
@@ -180,6 +182,7 @@ impl Builtin {
             Builtin::Log2 => "log2",
             Builtin::Pow2 => "pow2",
             Builtin::AlignUp => "align_up",
+            Builtin::Pick => "pick",
         }
     }
 
@@ -187,7 +190,7 @@ impl Builtin {
     pub fn arity(self) -> (usize, usize) {
         match self {
             Builtin::CeilDiv | Builtin::AlignUp => (2, 2),
-            Builtin::Min | Builtin::Max => (2, usize::MAX),
+            Builtin::Min | Builtin::Max | Builtin::Pick => (2, usize::MAX),
             Builtin::Log2 | Builtin::Pow2 => (1, 1),
         }
     }

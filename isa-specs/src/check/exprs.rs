@@ -270,5 +270,6 @@ fn builtin_usage(b: Builtin) -> &'static str {
         Builtin::Log2 => "log2(a)",
         Builtin::Pow2 => "pow2(a)",
         Builtin::AlignUp => "align_up(a, multiple)",
+        Builtin::Pick => "pick(index, choice0, choice1, ...)",
     }
 }
