@@ -140,7 +140,10 @@ pub(crate) fn check(
     let insts = inst::check_instructions(&mut c, items, header.as_ref());
     encoding::check_collisions(&mut c, &insts);
     let instructions: Vec<Instruction> = insts.into_iter().map(|(i, _)| i).collect();
-    if let Some(h) = &header {
+    // Coverage is about what a usable machine lacks: skip it while the description has errors.
+    if let Some(h) = &header
+        && !c.diags.has_errors()
+    {
         coverage::check_coverage(&mut c, &instructions, h.span);
     }
     let Checker {
