@@ -59,7 +59,7 @@ fn syntax_error(file: FileId, text: &str, e: &pest::error::Error<Rule>) -> Diagn
             .label(format!("expected {expected}"))
             .help(syntax_help(&words))
         }
-        ErrorVariant::CustomError { message } if message.contains("call limit") => {
+        ErrorVariant::CustomError { message } if message.contains("call limit") || message.contains("stack limit") => {
             Diagnostic::new(Code::TooDeep, span, "the file is too complex to parse")
                 .label("parsing gave up here")
                 .help("split deeply nested expressions or very long items into smaller ones")
