@@ -62,3 +62,19 @@ fn every_error_code_has_a_case() {
         .collect();
     assert!(missing.is_empty(), "error codes without a case in tests/specs/err: {missing:?}");
 }
+
+/// Every committed snapshot belongs to a corpus file that still exists.
+#[test]
+fn no_orphaned_snapshots() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut orphans = Vec::new();
+    for entry in std::fs::read_dir(root.join("snapshots")).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((test, file)) = name.strip_suffix(".snap").and_then(|n| n.split_once('@')) else { continue };
+        let dir = if test.contains("ok_specs") { "ok" } else { "err" };
+        if !root.join("specs").join(dir).join(file).exists() {
+            orphans.push(name);
+        }
+    }
+    assert!(orphans.is_empty(), "snapshots without a corpus file (delete them): {orphans:?}");
+}

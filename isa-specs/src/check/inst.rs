@@ -212,6 +212,16 @@ fn check_instruction(
         }
     };
     let constraints = check_constraints(c, &ops, &inst.constraints);
+    if let (Some(t), Some(sem)) = (&timing, &semantics)
+        && c.units[t.unit.index()].asynchronous
+        && !sem.stmts.iter().any(|s| matches!(s, Stmt::Action(Action::Signal(_))))
+    {
+        c.error(
+            Diagnostic::new(Code::AsyncWithoutToken, inst.name.span, format!("`{}` runs on the asynchronous unit `{}` but signals no semaphore", inst.name.name, c.units[t.unit.index()].name))
+                .label("completion cannot be observed")
+                .help("add a `sem` operand and `signal(s);` to the semantics, so programs can wait for it (or rely on `fence`)"),
+        );
+    }
     let enc_span = inst.encodings.first().map_or(inst.name.span, |e| e.span);
     let instruction = Instruction {
         name: inst.name.name.clone(),
