@@ -164,13 +164,14 @@ pub enum Builtin {
 
 impl Builtin {
     /// Every builtin.
-    pub const ALL: [Builtin; 6] = [
+    pub const ALL: [Builtin; 7] = [
         Builtin::CeilDiv,
         Builtin::Min,
         Builtin::Max,
         Builtin::Log2,
         Builtin::Pow2,
         Builtin::AlignUp,
+        Builtin::Pick,
     ];
 
     /// The name as written.
