@@ -23,7 +23,14 @@ fn shipped() -> Vec<String> {
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "isa"))
-        .map(|p| format!("targets/{}", p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()))
+        .map(|p| {
+            format!(
+                "targets/{}",
+                p.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            )
+        })
         .collect();
     v.sort();
     v
@@ -32,7 +39,12 @@ fn shipped() -> Vec<String> {
 #[test]
 fn clean_file_exits_zero() {
     let out = tessera(&["check", TOY]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("machine `toy` checked"), "{err}");
 }
@@ -54,7 +66,13 @@ fn every_shipped_target_checks_without_errors() {
 
 #[test]
 fn errors_exit_one_with_located_json() {
-    let out = tessera(&["check", "--format", "json", "isa-specs/tests/specs/err/undefined_unit.isa", TOY]);
+    let out = tessera(&[
+        "check",
+        "--format",
+        "json",
+        "isa-specs/tests/specs/err/undefined_unit.isa",
+        TOY,
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     let bad = &json["files"][0];
@@ -80,17 +98,35 @@ fn human_errors_show_code_place_caret_and_help() {
 #[test]
 fn usage_errors_exit_two() {
     assert_eq!(tessera(&["check"]).status.code(), Some(2));
-    assert_eq!(tessera(&["check", TOY, "--set", "novalue"]).status.code(), Some(2));
-    assert_eq!(tessera(&["check", TOY, "--format", "xml"]).status.code(), Some(2));
+    assert_eq!(
+        tessera(&["check", TOY, "--set", "novalue"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        tessera(&["check", TOY, "--format", "xml"]).status.code(),
+        Some(2)
+    );
     assert_eq!(tessera(&["frobnicate"]).status.code(), Some(2));
 }
 
 #[test]
 fn set_overrides_parameters_and_unknown_ones_fail() {
-    let out = tessera(&["check", TOY, "--set", "SRAM=32KiB", "--dump", "json", "--format", "json"]);
+    let out = tessera(&[
+        "check",
+        TOY,
+        "--set",
+        "SRAM=32KiB",
+        "--dump",
+        "json",
+        "--format",
+        "json",
+    ]);
     assert_eq!(out.status.code(), Some(0));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let mems = json["files"][0]["model"]["memories"].as_array().expect("memories").clone();
+    let mems = json["files"][0]["model"]["memories"]
+        .as_array()
+        .expect("memories")
+        .clone();
     let sram = mems.iter().find(|m| m["name"] == "sram").expect("sram");
     assert_eq!(sram["size"]["value"], 32 * 1024);
     let out = tessera(&["check", TOY, "--set", "SRAMX=1"]);
@@ -102,7 +138,8 @@ fn set_overrides_parameters_and_unknown_ones_fail() {
 fn ron_dump_is_the_model() {
     let out = tessera(&["check", TOY, "--dump", "ron"]);
     assert_eq!(out.status.code(), Some(0));
-    let m: isa_specs::Machine = ron::from_str(&String::from_utf8_lossy(&out.stdout)).expect("RON model on stdout");
+    let m: isa_specs::Machine =
+        ron::from_str(&String::from_utf8_lossy(&out.stdout)).expect("RON model on stdout");
     assert_eq!(m.name, "toy");
 }
 
@@ -113,9 +150,15 @@ fn targets_lists_every_shipped_machine() {
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(rows.len(), shipped().len());
     for r in &rows {
-        assert!(r["peak_macs_per_cycle"].as_i64().is_some_and(|v| v > 0), "{r}");
+        assert!(
+            r["peak_macs_per_cycle"].as_i64().is_some_and(|v| v > 0),
+            "{r}"
+        );
         assert!(r["sram_bytes"].as_i64().is_some_and(|v| v > 0), "{r}");
-        assert!(r["offchip_bytes_per_cycle"].as_i64().is_some_and(|v| v > 0), "{r}");
+        assert!(
+            r["offchip_bytes_per_cycle"].as_i64().is_some_and(|v| v > 0),
+            "{r}"
+        );
         assert!(r["clock_mhz"].as_i64().is_some_and(|v| v > 0), "{r}");
     }
     let human = tessera(&["targets"]);
@@ -129,5 +172,8 @@ fn targets_lists_every_shipped_machine() {
 fn help_documents_exit_codes() {
     let out = tessera(&["check", "--help"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("Exit codes:") && text.contains("1  the input has errors"), "{text}");
+    assert!(
+        text.contains("Exit codes:") && text.contains("1  the input has errors"),
+        "{text}"
+    );
 }

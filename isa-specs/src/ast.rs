@@ -279,10 +279,10 @@ pub enum OperandKindAst {
     },
     /// `imm LO..=HI`
     ImmRange {
-        /// Low bound and its span.
-        lo: (i128, Span),
-        /// High bound and its span.
-        hi: (i128, Span),
+        /// Low bound.
+        lo: Expr,
+        /// High bound.
+        hi: Expr,
     },
     /// `imm f32`
     ImmTyped(Ident),

@@ -146,7 +146,9 @@ fn binary(op: BinOp, a: Num, b: Num) -> Result<Num, EvalError> {
 
 fn call(f: Builtin, args: &[Num]) -> Result<Num, EvalError> {
     if f == Builtin::Pick {
-        let Some(Num::Int(i)) = args.first() else { return Err(EvalError::Domain("pick needs an integer index")) };
+        let Some(Num::Int(i)) = args.first() else {
+            return Err(EvalError::Domain("pick needs an integer index"));
+        };
         let choices = &args[1..];
         return usize::try_from(*i)
             .ok()
@@ -204,51 +206,88 @@ fn call(f: Builtin, args: &[Num]) -> Result<Num, EvalError> {
     }
 }
 
-/// The operand values worth trying for one integer operand range: the ends, their neighbours, the middle.
+/// Ranges with at most this many values are tried exhaustively.
+const EXHAUSTIVE_VALUES: i128 = 64;
+/// Most points in a sample grid.
+const MAX_POINTS: usize = 4096;
+
+/// The operand values worth trying for one integer operand range: every value
+/// of a small range; otherwise the ends, their neighbours, the middle, zero and
+/// the powers of two (and their neighbours) inside the range.
 pub fn samples(lo: i64, hi: i64) -> Vec<i64> {
-    let mut v = vec![
-        lo,
-        hi,
-        lo.saturating_add(1).min(hi),
-        hi.saturating_sub(1).max(lo),
-        lo + (hi - lo) / 2,
-    ];
-    if lo <= 0 && 0 <= hi {
-        v.push(0);
+    let (l, h) = (i128::from(lo), i128::from(hi));
+    if h - l < EXHAUSTIVE_VALUES {
+        return (lo..=hi).collect();
     }
+    let mut v: Vec<i128> = vec![l, h, l + 1, h - 1, l + (h - l) / 2, 0];
+    for k in 0..63 {
+        let p = 1i128 << k;
+        v.extend([p - 1, p, p + 1, -p]);
+    }
+    let mut v: Vec<i64> = v
+        .into_iter()
+        .filter(|x| (l..=h).contains(x))
+        .filter_map(|x| i64::try_from(x).ok())
+        .collect();
     v.sort_unstable();
     v.dedup();
     v
 }
 
-/// Every combination of samples for several operand ranges, capped so the count stays small.
+/// Combinations of samples for several operand ranges: every combination when
+/// there are at most 4096, otherwise each operand's samples with the others at
+/// their ends, plus every combination of the ends.
 pub fn sample_grid(
     ranges: &[(OperandId, i64, i64)],
     operand_count: usize,
 ) -> Vec<Vec<Option<i64>>> {
-    const MAX_POINTS: usize = 4096;
+    let per: Vec<Vec<i64>> = ranges.iter().map(|&(_, lo, hi)| samples(lo, hi)).collect();
+    let total = per
+        .iter()
+        .try_fold(1usize, |acc, v| acc.checked_mul(v.len()));
+    let choices: Vec<Vec<i64>> = match total {
+        Some(n) if n <= MAX_POINTS => per.clone(),
+        _ => ranges
+            .iter()
+            .map(|&(_, lo, hi)| if lo == hi { vec![lo] } else { vec![lo, hi] })
+            .collect(),
+    };
     let mut grid: Vec<Vec<Option<i64>>> = vec![vec![None; operand_count]];
-    for &(id, lo, hi) in ranges {
-        let vals = samples(lo, hi);
-        let vals: Vec<i64> = if grid.len() * vals.len() > MAX_POINTS {
-            vec![lo, hi]
-        } else {
-            vals
+    for (&(id, ..), vals) in ranges.iter().zip(&choices) {
+        grid = grid
+            .iter()
+            .flat_map(|point| {
+                vals.iter().map(move |&v| {
+                    let mut p = point.clone();
+                    if let Some(slot) = p.get_mut(id.index()) {
+                        *slot = Some(v);
+                    }
+                    p
+                })
+            })
+            .take(MAX_POINTS)
+            .collect();
+    }
+    if total.is_none_or(|n| n > MAX_POINTS) {
+        // One operand at a time through its samples, the others at their low ends.
+        let base: Vec<Option<i64>> = {
+            let mut b = vec![None; operand_count];
+            for &(id, lo, _) in ranges {
+                if let Some(slot) = b.get_mut(id.index()) {
+                    *slot = Some(lo);
+                }
+            }
+            b
         };
-        let mut next = Vec::with_capacity(grid.len() * vals.len());
-        for point in &grid {
-            for &v in &vals {
-                let mut p = point.clone();
+        for (&(id, ..), vals) in ranges.iter().zip(&per) {
+            for &v in vals {
+                let mut p = base.clone();
                 if let Some(slot) = p.get_mut(id.index()) {
                     *slot = Some(v);
                 }
-                next.push(p);
+                grid.push(p);
             }
         }
-        if next.len() > MAX_POINTS {
-            next.truncate(MAX_POINTS);
-        }
-        grid = next;
     }
     grid
 }

@@ -48,17 +48,53 @@ pub type Overrides = [(String, i64)];
 /// Loads and checks a description file and everything it includes.
 pub fn load_file(path: impl AsRef<Path>, overrides: &Overrides) -> Result<Loaded, Failed> {
     let path = path.as_ref();
-    let mut st = State::default();
-    st.file(path, path.display().to_string(), None);
-    st.finish(overrides)
+    with_big_stack(|| {
+        let mut st = State::default();
+        st.file(path, path.display().to_string(), None);
+        st.finish(overrides)
+    })
 }
 
 /// Loads and checks a description given as text; includes are resolved relative to `name`'s folder.
 pub fn load_source(name: &str, text: &str, overrides: &Overrides) -> Result<Loaded, Failed> {
-    let mut st = State::default();
-    let canonical = std::fs::canonicalize(name).unwrap_or_else(|_| PathBuf::from(name));
-    st.text(canonical, name.to_owned(), text.to_owned());
-    st.finish(overrides)
+    with_big_stack(|| {
+        let mut st = State::default();
+        let canonical = std::fs::canonicalize(name).unwrap_or_else(|_| PathBuf::from(name));
+        st.text(canonical, name.to_owned(), text.to_owned());
+        st.finish(overrides)
+    })
+}
+
+/// Stack for parsing and checking: the parser and the tree walks recurse as deep
+/// as the (bounded) nesting of the input, which can exceed a 2 MiB thread stack
+/// in debug builds. Only touched pages are committed.
+const LOADER_STACK_BYTES: usize = 256 << 20;
+
+/// Runs `f` on a thread with a large stack (or here, if no thread can be made).
+fn with_big_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    let mut f = Some(f);
+    let result = std::thread::scope(|scope| {
+        let job = f.take().map(|f| {
+            std::thread::Builder::new()
+                .name("isa-loader".into())
+                .stack_size(LOADER_STACK_BYTES)
+                .spawn_scoped(scope, f)
+        });
+        match job {
+            Some(Ok(handle)) => Some(
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            ),
+            _ => None,
+        }
+    });
+    match (result, f) {
+        (Some(r), _) => r,
+        (None, Some(f)) => f(),
+        // The closure was moved into a thread that could not be spawned: the builder consumed it.
+        (None, None) => unreachable!("spawn failure returns before the closure is taken"),
+    }
 }
 
 #[derive(Default)]
@@ -68,6 +104,8 @@ struct State {
     items: Vec<Item>,
     /// Canonical paths of files being read (for cycles) and already read (for diamonds).
     active: Vec<PathBuf>,
+    /// Display names of `active`, for messages.
+    active_names: Vec<String>,
     done: Vec<PathBuf>,
 }
 
@@ -83,14 +121,12 @@ impl State {
     fn file(&mut self, path: &Path, display: String, included_at: Option<Span>) {
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         if let Some(pos) = self.active.iter().position(|p| *p == canonical) {
-            let chain: Vec<String> = self.active[pos..]
+            let mut chain: Vec<String> = self.active_names[pos..]
                 .iter()
-                .map(|p| p.display().to_string())
+                .map(|n| format!("`{n}`"))
                 .collect();
-            let msg = format!(
-                "`{display}` includes itself (through {})",
-                chain.join(" -> ")
-            );
+            chain.push(format!("`{display}`"));
+            let msg = format!("include cycle: {}", chain.join(" -> "));
             self.report(
                 included_at,
                 Code::IncludeCycle,
@@ -130,8 +166,24 @@ impl State {
                 return;
             }
             Ok(_) if path.is_dir() => Err(std::io::Error::other("it is a folder")),
-            Ok(_) => std::fs::read(path),
+            Ok(_) => read_at_most(path, MAX_FILE_BYTES),
             Err(e) => Err(e),
+        };
+        let bytes = match bytes {
+            Ok(b) if b.len() as u64 > MAX_FILE_BYTES => {
+                let msg = format!(
+                    "`{display}` is more than the {MAX_FILE_BYTES} bytes a description may have"
+                );
+                self.report(
+                    included_at,
+                    Code::TooLarge,
+                    msg,
+                    "too large",
+                    "split the description with `include`",
+                );
+                return;
+            }
+            other => other,
         };
         let bytes = match bytes {
             Ok(b) => b,
@@ -177,6 +229,7 @@ impl State {
             }
         };
         self.active.push(canonical.clone());
+        self.active_names.push(display.clone());
         for item in items {
             if let Item::Include { path, span } = &item {
                 let base = Path::new(&display).parent().unwrap_or(Path::new(""));
@@ -188,6 +241,7 @@ impl State {
             }
         }
         self.active.pop();
+        self.active_names.pop();
         self.done.push(canonical);
     }
 
@@ -214,6 +268,16 @@ impl State {
             }),
         }
     }
+}
+
+/// Reads up to `limit + 1` bytes, so device files and growing files cannot exhaust memory.
+fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 fn io_words(e: &std::io::Error) -> String {

@@ -318,6 +318,8 @@ pub struct Memory {
     pub write_energy: RealQ,
     /// Area in mm² (0 for off-chip memory).
     pub area: RealQ,
+    /// Static (leakage and refresh) power in mW.
+    pub static_power: RealQ,
     /// Units that compute inside this memory (processing in memory).
     pub compute: Vec<UnitId>,
 }

@@ -13,14 +13,17 @@ use pest::iterators::Pair;
 #[grammar = "grammar.pest"]
 struct AdlParser;
 
-/// Deepest expression nesting the builder accepts.
+/// Deepest bracket nesting the builder accepts.
 const MAX_DEPTH: usize = 64;
+/// Tallest expression tree the builder accepts (long operator chains are tall trees).
+const MAX_HEIGHT: usize = 256;
 /// Most parser steps one file may take (bounds backtracking on hostile input).
 const CALL_LIMIT: usize = 20_000_000;
 
 /// Parses one file's text into items.
 pub fn parse(file: FileId, text: &str) -> Result<Vec<Item>, Diagnostic> {
     pest::set_call_limit(std::num::NonZeroUsize::new(CALL_LIMIT));
+    pest::set_error_detail(true);
     let mut pairs = AdlParser::parse(Rule::file, text).map_err(|e| syntax_error(file, text, &e))?;
     let builder = Builder { file };
     let Some(root) = pairs.next() else {
@@ -37,29 +40,15 @@ fn syntax_error(file: FileId, text: &str, e: &pest::error::Error<Rule>) -> Diagn
     let pos = match e.location {
         InputLocation::Pos(p) => p,
         InputLocation::Span((s, _)) => s,
-    };
+    }
+    .min(text.len());
     let found = describe_found(text, pos);
-    let end = pos
-        + text[pos.min(text.len())..]
-            .chars()
-            .next()
-            .map_or(0, char::len_utf8);
+    let end = pos + text[pos..].chars().next().map_or(0, char::len_utf8);
     let span = Span::new(file, pos, end);
     match &e.variant {
-        ErrorVariant::ParsingError { positives, .. } if !positives.is_empty() => {
-            let mut words: Vec<&str> = positives.iter().map(|r| rule_words(*r)).collect();
-            words.sort_unstable();
-            words.dedup();
-            let expected = join_alternatives(&words);
-            Diagnostic::new(
-                Code::Syntax,
-                span,
-                format!("expected {expected}, found {found}"),
-            )
-            .label(format!("expected {expected}"))
-            .help(syntax_help(&words))
-        }
-        ErrorVariant::CustomError { message } if message.contains("call limit") || message.contains("stack limit") => {
+        ErrorVariant::CustomError { message }
+            if message.contains("call limit") || message.contains("stack limit") =>
+        {
             Diagnostic::new(Code::TooDeep, span, "the file is too complex to parse")
                 .label("parsing gave up here")
                 .help("split deeply nested expressions or very long items into smaller ones")
@@ -68,12 +57,155 @@ fn syntax_error(file: FileId, text: &str, e: &pest::error::Error<Rule>) -> Diagn
             Diagnostic::new(Code::Syntax, span, message.to_lowercase())
                 .help("see docs/isa-language.md for the syntax")
         }
-        ErrorVariant::ParsingError { .. } => {
-            Diagnostic::new(Code::Syntax, span, format!("unexpected {found}"))
-                .label("not expected here")
-                .help("remove or fix the text here; see docs/isa-language.md for the syntax")
+        ErrorVariant::ParsingError { positives, .. } => {
+            let expected = expected_words(e, positives);
+            located_syntax_error(file, text, pos, span, &found, &expected)
         }
     }
+}
+
+/// What the parser would have accepted at the error, in words: literal tokens first, then rule descriptions.
+fn expected_words(e: &pest::error::Error<Rule>, positives: &[Rule]) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    if let Some(attempts) = e.parse_attempts() {
+        for t in attempts.expected_tokens() {
+            // `ParsingToken` is not nameable outside pest; its display is the literal, `a..z` for ranges.
+            let token = t.to_string();
+            // Only structural tokens: the others are the first characters of things the rule words describe.
+            if STRUCTURAL_TOKENS.contains(&token.as_str()) {
+                words.push(format!("`{token}`"));
+            }
+        }
+    }
+    words.extend(
+        positives
+            .iter()
+            .filter(|r| !matches!(r, Rule::WHITESPACE | Rule::COMMENT))
+            .map(|r| rule_words(*r).to_owned()),
+    );
+    let mut seen = std::collections::HashSet::new();
+    words.retain(|w| seen.insert(w.clone()));
+    words
+}
+
+/// Literal tokens worth naming in "expected ..." messages.
+const STRUCTURAL_TOKENS: [&str; 9] = [";", "}", "{", "]", ")", "=", ":", ",", "..="];
+
+const KEYWORDS: [&str; 10] = [
+    "include",
+    "param",
+    "machine",
+    "memory",
+    "regfile",
+    "unit",
+    "slot",
+    "semaphore",
+    "format",
+    "inst",
+];
+
+fn located_syntax_error(
+    file: FileId,
+    text: &str,
+    pos: usize,
+    span: Span,
+    found: &str,
+    expected: &[String],
+) -> Diagnostic {
+    let has = |w: &str| expected.iter().any(|x| x == w);
+    // An opening quote with no closing one on its line.
+    if text[pos..].starts_with('"') && !text[pos + 1..].lines().next().unwrap_or("").contains('"') {
+        return Diagnostic::new(Code::Syntax, span, "unterminated string")
+            .label("this string is never closed")
+            .help("close the string with `\"` on the same line");
+    }
+    // A missing `;`: point just after the previous token, where the `;` belongs.
+    if has("`;`") {
+        let before = text[..pos].trim_end_matches(|c: char| c.is_whitespace());
+        let prev: String = before
+            .chars()
+            .rev()
+            .take_while(|c| c.is_alphanumeric() || "_)]\"".contains(*c))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        let at = Span::new(file, before.len(), before.len());
+        let after = if prev.is_empty() {
+            String::new()
+        } else {
+            format!(" after `{prev}`")
+        };
+        let help = "every property, operand, statement and field ends with `;`";
+        return Diagnostic::new(
+            Code::Syntax,
+            at,
+            format!("expected `;`{after}, found {found}"),
+        )
+        .label("`;` missing here")
+        .help(help);
+    }
+    let word: String = text[pos..]
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    let at_item = has("`include`") && has("`inst`");
+    let in_block = has("`}`")
+        || expected.iter().any(|w| {
+            [
+                "a property",
+                "a field",
+                "an operand",
+                "a statement",
+                "an instruction section",
+                "a constraint",
+            ]
+            .iter()
+            .any(|p| w.starts_with(p))
+        });
+    if in_block && !at_item && KEYWORDS.contains(&word.as_str()) {
+        return Diagnostic::new(Code::Syntax, span, format!("expected `}}` before `{word}`"))
+            .label("a new item starts here")
+            .help("a block opened above is not closed: add `}`");
+    }
+    if at_item && word.is_empty() {
+        return Diagnostic::new(
+            Code::Syntax,
+            span,
+            format!("expected an item or the end of the file, found {found}"),
+        )
+        .label("not the start of an item")
+        .help(syntax_help(&["`inst`"]));
+    }
+    if at_item && !KEYWORDS.contains(&word.as_str()) {
+        let help = match crate::check::suggest(&word, KEYWORDS.iter().copied()) {
+            Some(k) => format!("did you mean `{k}`?"),
+            None => format!(
+                "a file holds the items {}",
+                KEYWORDS.map(|k| format!("`{k}`")).join(", ")
+            ),
+        };
+        return Diagnostic::new(
+            Code::Syntax,
+            Span::new(file, pos, pos + word.len()),
+            format!("`{word}` does not start an item"),
+        )
+        .label("not an item keyword")
+        .help(help);
+    }
+    let list: Vec<&str> = expected.iter().map(String::as_str).collect();
+    let expected_text = join_alternatives(&list);
+    Diagnostic::new(
+        Code::Syntax,
+        span,
+        format!("expected {expected_text}, found {found}"),
+    )
+    .label(if list.len() > 4 {
+        "unexpected here".to_owned()
+    } else {
+        format!("expected {expected_text}")
+    })
+    .help(syntax_help(&list))
 }
 
 fn describe_found(text: &str, pos: usize) -> String {
@@ -100,10 +232,14 @@ fn join_alternatives(words: &[&str]) -> String {
 }
 
 fn syntax_help(words: &[&str]) -> String {
-    if words.iter().any(|w| w.contains("`;`")) {
-        "every property, operand, statement and field ends with `;`".to_owned()
-    } else if words.iter().any(|w| w.contains("item")) {
-        "a file holds `include`, `param`, `machine`, `memory`, `regfile`, `unit`, `slot`, `semaphore`, `format` and `inst` items".to_owned()
+    if words
+        .iter()
+        .any(|w| w.contains("an item") || *w == "`inst`")
+    {
+        format!(
+            "a file holds the items {}",
+            KEYWORDS.map(|k| format!("`{k}`")).join(", ")
+        )
     } else {
         "see docs/isa-language.md for the syntax".to_owned()
     }
@@ -165,7 +301,6 @@ pub fn rule_words(rule: Rule) -> &'static str {
         Rule::reduce_op => "`sum`, `max` or `min`",
         Rule::call => "a call `f(...)`",
         Rule::member => "a property access `name.property`",
-        Rule::expr_atom_signed => "a number",
         Rule::number | Rule::decimal | Rule::hex | Rule::bin | Rule::int => "a number",
         Rule::exponent => "an exponent",
         Rule::size_suffix => "a size suffix (`KiB`, `MiB`, `GiB`, `TiB`)",
@@ -424,8 +559,8 @@ impl Builder {
                     OperandKindAst::ImmTyped(self.ident(&v))
                 } else {
                     let mut r = v.into_inner();
-                    let lo = self.signed(r.next().ok_or_else(|| internal(kspan))?)?;
-                    let hi = self.signed(r.next().ok_or_else(|| internal(kspan))?)?;
+                    let lo = self.expr(r.next().ok_or_else(|| internal(kspan))?, 0)?;
+                    let hi = self.expr(r.next().ok_or_else(|| internal(kspan))?, 0)?;
                     OperandKindAst::ImmRange { lo, hi }
                 }
             }
@@ -435,21 +570,6 @@ impl Builder {
             _ => return Err(internal(kspan)),
         };
         Ok(OperandDecl { name, kind, span })
-    }
-
-    fn signed(&self, p: Pair<'_, Rule>) -> Built<(i128, Span)> {
-        let span = self.span(&p);
-        let negative = p.as_str().trim_start().starts_with('-');
-        let num = p
-            .into_inner()
-            .find(|q| q.as_rule() == Rule::number)
-            .ok_or_else(|| internal(span))?;
-        match self.number(&num)? {
-            ExprKind::Int(v) => Ok((if negative { -i128::from(v) } else { i128::from(v) }, span)),
-            _ => Err(Diagnostic::new(Code::NotInteger, span, "immediate bounds must be integers")
-                .label("not an integer")
-                .help("write the range as `LO..=HI` with integer bounds, or use `imm f32` for a real immediate")),
-        }
     }
 
     fn shape(&self, p: Pair<'_, Rule>) -> Built<(Vec<Expr>, Span)> {
@@ -468,7 +588,7 @@ impl Builder {
         let rule = s.as_rule();
         let mut inner = s.into_inner();
         if rule == Rule::assign {
-            let target = self.access(inner.next().ok_or_else(|| internal(span))?, 0)?;
+            let (target, _) = self.access(inner.next().ok_or_else(|| internal(span))?, 0)?;
             let op = match inner.next().ok_or_else(|| internal(span))?.as_str() {
                 "+=" => AssignOp::Add,
                 "max=" => AssignOp::Max,
@@ -491,10 +611,11 @@ impl Builder {
 
     fn depth(&self, depth: usize, span: Span) -> Built<()> {
         if depth > MAX_DEPTH {
+            let at = Span::new(self.file, span.start as usize, span.start as usize + 1);
             return Err(Diagnostic::new(
                 Code::TooDeep,
-                span,
-                format!("expression nested more than {MAX_DEPTH} levels deep"),
+                at,
+                format!("brackets nested more than {MAX_DEPTH} levels deep"),
             )
             .label("too deep")
             .help("split the expression using parameters"));
@@ -502,13 +623,34 @@ impl Builder {
         Ok(())
     }
 
+    /// Builds an expression; `depth` counts enclosing brackets.
     fn expr(&self, p: Pair<'_, Rule>, depth: usize) -> Built<Expr> {
+        self.expr_h(p, depth).map(|(e, _)| e)
+    }
+
+    /// Builds an expression and returns its tree height, which is bounded so later passes can recurse safely.
+    fn expr_h(&self, p: Pair<'_, Rule>, depth: usize) -> Built<(Expr, usize)> {
         let span = self.span(&p);
         self.depth(depth, span)?;
+        let tall = |h: usize| -> Built<()> {
+            if h > MAX_HEIGHT {
+                let at = Span::new(self.file, span.start as usize, span.start as usize + 1);
+                return Err(Diagnostic::new(
+                    Code::TooDeep,
+                    at,
+                    format!("expression longer than {MAX_HEIGHT} operators in a chain"),
+                )
+                .label("too long")
+                .help("split the expression using parameters"));
+            }
+            Ok(())
+        };
+        let leaf = |kind| Ok((Expr { kind, span }, 1));
         match p.as_rule() {
             Rule::expr | Rule::term => {
                 let mut inner = p.into_inner();
-                let mut acc = self.expr(inner.next().ok_or_else(|| internal(span))?, depth + 1)?;
+                let (mut acc, mut h) =
+                    self.expr_h(inner.next().ok_or_else(|| internal(span))?, depth)?;
                 while let Some(op) = inner.next() {
                     let op = match op.as_str() {
                         "+" => BinOp::Add,
@@ -517,14 +659,17 @@ impl Builder {
                         "/" => BinOp::Div,
                         _ => BinOp::Rem,
                     };
-                    let rhs = self.expr(inner.next().ok_or_else(|| internal(span))?, depth + 1)?;
+                    let (rhs, hr) =
+                        self.expr_h(inner.next().ok_or_else(|| internal(span))?, depth)?;
+                    h = h.max(hr) + 1;
+                    tall(h)?;
                     let s = Span::new(self.file, acc.span.start as usize, rhs.span.end as usize);
                     acc = Expr {
                         kind: ExprKind::Binary(op, Box::new(acc), Box::new(rhs)),
                         span: s,
                     };
                 }
-                Ok(acc)
+                Ok((acc, h))
             }
             Rule::unary => {
                 let mut negs = 0usize;
@@ -536,43 +681,51 @@ impl Builder {
                         primary = Some(q);
                     }
                 }
-                let mut e = self.expr(primary.ok_or_else(|| internal(span))?, depth + 1)?;
+                let (mut e, h) = self.expr_h(primary.ok_or_else(|| internal(span))?, depth)?;
+                tall(h + negs)?;
                 for _ in 0..negs {
                     e = Expr {
                         kind: ExprKind::Neg(Box::new(e)),
                         span,
                     };
                 }
-                Ok(e)
+                Ok((e, h + negs))
             }
-            Rule::paren => self.expr(
-                p.into_inner().next().ok_or_else(|| internal(span))?,
-                depth + 1,
-            ),
-            Rule::number => Ok(Expr {
-                kind: self.number(&p)?,
-                span,
-            }),
+            Rule::paren => {
+                let (mut e, h) = self.expr_h(
+                    p.into_inner().next().ok_or_else(|| internal(span))?,
+                    depth + 1,
+                )?;
+                // Underline the brackets too.
+                e.span = span;
+                Ok((e, h))
+            }
+            Rule::number => leaf(self.number(&p)?),
             Rule::member => {
                 let mut inner = p.into_inner();
                 let a = self.ident(&inner.next().ok_or_else(|| internal(span))?);
                 let b = self.ident(&inner.next().ok_or_else(|| internal(span))?);
-                Ok(Expr {
-                    kind: ExprKind::Member(a, b),
-                    span,
-                })
+                leaf(ExprKind::Member(a, b))
             }
             Rule::access => self.access(p, depth),
             Rule::call => {
                 let mut inner = p.into_inner();
                 let f = self.ident(&inner.next().ok_or_else(|| internal(span))?);
-                let args = inner
-                    .map(|a| self.expr(a, depth + 1))
-                    .collect::<Built<_>>()?;
-                Ok(Expr {
-                    kind: ExprKind::Call(f, args),
-                    span,
-                })
+                let mut h = 0;
+                let mut args = Vec::new();
+                for a in inner {
+                    let (e, ha) = self.expr_h(a, depth + 1)?;
+                    h = h.max(ha);
+                    args.push(e);
+                }
+                tall(h + 1)?;
+                Ok((
+                    Expr {
+                        kind: ExprKind::Call(f, args),
+                        span,
+                    },
+                    h + 1,
+                ))
             }
             Rule::reduction => {
                 let mut inner = p.into_inner();
@@ -587,37 +740,52 @@ impl Builder {
                     if q.as_rule() == Rule::ident {
                         idx.push(self.ident(&q));
                     } else {
-                        body = Some(self.expr(q, depth + 1)?);
+                        body = Some(self.expr_h(q, depth + 1)?);
                     }
                 }
-                let body = body.ok_or_else(|| internal(span))?;
-                Ok(Expr {
-                    kind: ExprKind::Reduce(op, idx, Box::new(body)),
-                    span,
-                })
+                let (body, h) = body.ok_or_else(|| internal(span))?;
+                tall(h + 1)?;
+                Ok((
+                    Expr {
+                        kind: ExprKind::Reduce(op, idx, Box::new(body)),
+                        span,
+                    },
+                    h + 1,
+                ))
             }
             _ => Err(internal(span)),
         }
     }
 
-    fn access(&self, p: Pair<'_, Rule>, depth: usize) -> Built<Expr> {
+    fn access(&self, p: Pair<'_, Rule>, depth: usize) -> Built<(Expr, usize)> {
         let span = self.span(&p);
         let text = p.as_str();
         let mut inner = p.into_inner();
         let name = self.ident(&inner.next().ok_or_else(|| internal(span))?);
         if !text.contains('[') {
-            return Ok(Expr {
-                kind: ExprKind::Name(name.name),
-                span,
-            });
+            // The rule's span may include trailing spaces; the name's does not.
+            return Ok((
+                Expr {
+                    kind: ExprKind::Name(name.name),
+                    span: name.span,
+                },
+                1,
+            ));
         }
-        let idx = inner
-            .map(|i| self.expr(i, depth + 1))
-            .collect::<Built<_>>()?;
-        Ok(Expr {
-            kind: ExprKind::Index(name, idx),
-            span,
-        })
+        let mut h = 0;
+        let mut idx = Vec::new();
+        for i in inner {
+            let (e, hi) = self.expr_h(i, depth + 1)?;
+            h = h.max(hi);
+            idx.push(e);
+        }
+        Ok((
+            Expr {
+                kind: ExprKind::Index(name, idx),
+                span,
+            },
+            h + 1,
+        ))
     }
 
     fn number(&self, p: &Pair<'_, Rule>) -> Built<ExprKind> {

@@ -15,6 +15,7 @@ pub(crate) fn check_formats(c: &mut Checker, items: &[Item]) {
         }
         let id = FormatId::from_index(c.formats.len());
         record(c, SpanKey::Format(id), f.span);
+        let errors_before = c.failures();
         let width = c
             .global_int(&f.width, 1, "a format width")
             .map_or(1, |q| q.value);
@@ -32,7 +33,15 @@ pub(crate) fn check_formats(c: &mut Checker, items: &[Item]) {
         let width = u32::try_from(width.clamp(1, 4096)).unwrap_or(1);
         let mut fields: Vec<FieldDef> = Vec::new();
         let mut field_spans: Vec<Span> = Vec::new();
+        if c.failures() > errors_before {
+            c.broken.insert(f.name.name.clone());
+        }
         for field in &f.fields {
+            let field_errors = c.failures();
+            let broken = |c: &mut Checker| {
+                c.broken_fields
+                    .insert((f.name.name.clone(), field.name.name.clone()));
+            };
             let hi = c
                 .global_int(&field.hi, 0, "a bit number")
                 .map_or(0, |q| q.value);
@@ -40,6 +49,10 @@ pub(crate) fn check_formats(c: &mut Checker, items: &[Item]) {
                 Some(lo) => c.global_int(lo, 0, "a bit number").map_or(0, |q| q.value),
                 None => hi,
             };
+            if c.failures() > field_errors {
+                broken(c);
+                continue;
+            }
             if let Some(prev) = fields.iter().position(|p| p.name == field.name.name) {
                 c.error(
                     Diagnostic::new(
@@ -54,6 +67,7 @@ pub(crate) fn check_formats(c: &mut Checker, items: &[Item]) {
                     .with_secondary(field_spans[prev], "first defined here")
                     .help("rename one of the fields"),
                 );
+                broken(c);
                 continue;
             }
             if hi < lo {
@@ -72,6 +86,7 @@ pub(crate) fn check_formats(c: &mut Checker, items: &[Item]) {
                         field.name.name
                     )),
                 );
+                broken(c);
                 continue;
             }
             if hi >= i64::from(width) {
@@ -90,6 +105,7 @@ pub(crate) fn check_formats(c: &mut Checker, items: &[Item]) {
                         width - 1
                     )),
                 );
+                broken(c);
                 continue;
             }
             if hi - lo >= 64 {
@@ -102,6 +118,7 @@ pub(crate) fn check_formats(c: &mut Checker, items: &[Item]) {
                     .label("wider than 64 bits")
                     .help("split it into fields of at most 64 bits"),
                 );
+                broken(c);
                 continue;
             }
             let (hi, lo) = (
@@ -203,14 +220,21 @@ pub(crate) fn check_collisions(c: &mut Checker, insts: &[(Instruction, InstSpans
         }
         for (a, (inst_a, spans_a)) in insts[..b].iter().enumerate() {
             let Some((ma, va)) = &fixed[a] else { continue };
-            let same_slot = inst_a
+            let Some(shared) = inst_a
                 .timing
                 .slots
                 .iter()
-                .any(|s| inst_b.timing.slots.contains(s));
-            if !same_slot || ma.len() != mb.len() {
+                .find(|s| inst_b.timing.slots.contains(s))
+            else {
+                continue;
+            };
+            if ma.len() != mb.len() {
                 continue;
             }
+            let slot = c
+                .slots
+                .get(shared.index())
+                .map_or_else(String::new, |s| s.name.clone());
             let distinguishable = (0..ma.len()).any(|w| (va[w] ^ vb[w]) & ma[w] & mb[w] != 0);
             if !distinguishable {
                 c.error(
@@ -218,7 +242,7 @@ pub(crate) fn check_collisions(c: &mut Checker, insts: &[(Instruction, InstSpans
                         Code::OpcodeCollision,
                         spans_b.encoding,
                         format!(
-                            "`{}` and `{}` share a slot and no fixed bit tells them apart",
+                            "`{}` and `{}` both issue from slot `{slot}` and no fixed bit tells them apart",
                             inst_b.name, inst_a.name
                         ),
                     )

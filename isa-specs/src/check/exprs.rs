@@ -1,6 +1,6 @@
 //! Resolving written expressions into model expressions, and evaluating them.
 
-use super::{Checker, Sym};
+use super::{Checker, Kind, Sym};
 use crate::ast::{self, ExprKind};
 use crate::diag::{Code, Diagnostic};
 use crate::eval::{self, Num, Params};
@@ -15,6 +15,8 @@ pub(crate) struct Scope {
     pub operands: HashMap<String, OperandId>,
     /// Operands without a numeric value (registers, addresses, semaphores).
     pub others: std::collections::HashSet<String>,
+    /// Operands whose declaration failed: uses are skipped silently.
+    pub poisoned: std::collections::HashSet<String>,
 }
 
 impl Checker {
@@ -27,6 +29,9 @@ impl Checker {
                 if let Some(id) = scope.operands.get(n) {
                     return Some(Expr::Operand(*id));
                 }
+                if scope.poisoned.contains(n) {
+                    return None;
+                }
                 if scope.others.contains(n) {
                     self.error(
                         Diagnostic::new(Code::WrongKind, e.span, format!("operand `{n}` has no numeric value"))
@@ -35,22 +40,9 @@ impl Checker {
                     );
                     return None;
                 }
-                match self.lookup(n, e.span, "parameter")? {
+                match self.lookup(n, e.span, &[Kind::Param])? {
                     Sym::Param(p) => Some(Expr::Param(p)),
-                    other => {
-                        self.error(
-                            Diagnostic::new(
-                                Code::WrongKind,
-                                e.span,
-                                format!("`{n}` is a {}, not a number", other.kind_word()),
-                            )
-                            .label("used as a number")
-                            .help(format!(
-                                "use a parameter, an operand, or a property such as `{n}.size`"
-                            )),
-                        );
-                        None
-                    }
+                    _ => None,
                 }
             }
             ExprKind::Member(owner, prop) => self.member(owner, prop),
@@ -135,7 +127,11 @@ impl Checker {
     }
 
     fn member(&mut self, owner: &ast::Ident, prop: &ast::Ident) -> Option<Expr> {
-        let sym = self.lookup(&owner.name, owner.span, "memory or unit")?;
+        let sym = self.lookup(
+            &owner.name,
+            owner.span,
+            &[Kind::Memory, Kind::Unit, Kind::RegFile, Kind::Semaphore],
+        )?;
         let value = match sym {
             Sym::Memory(m) => {
                 let mem = self.memories.get(m.index())?;
@@ -145,6 +141,8 @@ impl Checker {
                     "bandwidth" => Some(&mem.bandwidth),
                     "latency" => Some(&mem.latency),
                     "ports" => Some(&mem.ports),
+                    "read_energy" => return Some(mem.read_energy.expr.clone()),
+                    "write_energy" => return Some(mem.write_energy.expr.clone()),
                     _ => None,
                 }
             }
@@ -169,11 +167,22 @@ impl Checker {
         match value {
             Some(q) => Some(q.expr.clone()),
             None => {
-                let props = match sym {
-                    Sym::Memory(_) => "size, banks, bandwidth, latency, ports",
-                    Sym::Unit(_) => "count, macs_per_cycle",
-                    Sym::RegFile(_) | Sym::Semaphore(_) => "count",
-                    _ => "none",
+                let props: &[&str] = match sym {
+                    Sym::Memory(_) => &[
+                        "size",
+                        "banks",
+                        "bandwidth",
+                        "latency",
+                        "ports",
+                        "read_energy",
+                        "write_energy",
+                    ],
+                    Sym::Unit(_) => &["count", "macs_per_cycle"],
+                    _ => &["count"],
+                };
+                let help = match super::suggest(&prop.name, props.iter().copied()) {
+                    Some(s) => format!("did you mean `{}.{s}`?", owner.name),
+                    None => format!("usable properties: {}", props.join(", ")),
                 };
                 self.error(
                     Diagnostic::new(
@@ -187,7 +196,7 @@ impl Checker {
                         ),
                     )
                     .label("unknown property")
-                    .help(format!("usable properties: {props}")),
+                    .help(help),
                 );
                 None
             }

@@ -3,7 +3,7 @@
 use super::encoding::InstSpans;
 use super::exprs::Scope;
 use super::props::Props;
-use super::{Checker, Header, Sym, record};
+use super::{Checker, Header, Kind, Sym, record};
 use crate::ast::{self, ExprKind, Item, OperandKindAst};
 use crate::diag::{Code, Diagnostic};
 use crate::eval::{self, WithOperands};
@@ -16,6 +16,8 @@ pub(crate) struct Operands {
     pub list: Vec<Operand>,
     pub spans: Vec<Span>,
     pub scope: Scope,
+    /// Sample points that satisfy the constraints, once they are known.
+    legal: Option<Vec<Vec<Option<i64>>>>,
 }
 
 impl Operands {
@@ -33,7 +35,25 @@ impl Operands {
 
     /// Sample points of all immediates.
     pub fn grid(&self) -> Vec<Vec<Option<i64>>> {
-        eval::sample_grid(&self.ranges(), self.list.len())
+        match &self.legal {
+            Some(points) => points.clone(),
+            None => eval::sample_grid(&self.ranges(), self.list.len()),
+        }
+    }
+
+    /// Restricts later sampling to the points where every constraint holds.
+    fn restrict(&mut self, params: &[i64], constraints: &[Constraint]) {
+        let points = self
+            .grid()
+            .into_iter()
+            .filter(|point| {
+                let env = WithOperands { params, operands: point };
+                constraints.iter().all(|k| {
+                    matches!((eval::eval(&k.lhs, &env), eval::eval(&k.rhs, &env)), (Ok(a), Ok(b)) if k.op.holds(a.as_f64(), b.as_f64()))
+                })
+            })
+            .collect();
+        self.legal = Some(points);
     }
 
     /// `m = 3, n = 1` for a sample point.
@@ -45,9 +65,9 @@ impl Operands {
             .filter_map(|(o, v)| v.map(|v| format!("{} = {v}", o.name)))
             .collect();
         if parts.is_empty() {
-            "always".to_owned()
+            String::new()
         } else {
-            format!("when {}", parts.join(", "))
+            format!(" when {}", parts.join(", "))
         }
     }
 }
@@ -57,16 +77,20 @@ pub(crate) fn check_instructions(
     items: &[Item],
     header: Option<&Header>,
 ) -> Vec<(Instruction, InstSpans)> {
-    if c.slots.is_empty()
-        && let Some(h) = header
-    {
+    if c.slots.is_empty() {
+        // A single-issue machine: one slot covers the word and feeds every unit.
         let units = (0..c.units.len()).map(UnitId::from_index).collect();
+        let hi = header.map_or(63, |h| h.word_bits - 1);
         c.slots.push(Slot {
             name: "issue".to_owned(),
-            hi: h.word_bits - 1,
+            hi,
             lo: 0,
             units,
         });
+        if header.is_none() {
+            // Without a header the word width is unknown: do not check formats against it.
+            c.broken.insert("issue".to_owned());
+        }
     }
     let mut out: Vec<(Instruction, InstSpans)> = Vec::new();
     let mut seen: std::collections::HashMap<String, Span> = std::collections::HashMap::new();
@@ -134,7 +158,16 @@ fn check_instruction(
     let doc = props.string(c, "doc").unwrap_or_default();
     let no_ops = Vec::new();
     let decls = one_section(c, inst, "operands", &inst.operands).unwrap_or(&no_ops);
-    let ops = check_operands(c, id, decls);
+    let (mut ops, operands_ok) = check_operands(c, id, decls);
+    let constraints = check_constraints(c, &ops, &inst.constraints);
+    if let Some(k) = &constraints {
+        ops.restrict(&c.param_values, k);
+    }
+    let dims_ok = ops
+        .list
+        .iter()
+        .zip(&ops.spans)
+        .all(|(o, span)| dims_positive(c, &ops, o, *span));
 
     let semantics = match one_section(c, inst, "semantics", &inst.semantics) {
         Some(stmts) => {
@@ -197,7 +230,7 @@ fn check_instruction(
                 );
             }
             record(c, SpanKey::Encoding(id), first.span);
-            check_encoding(c, &ops, first, timing.as_ref())
+            check_encoding(c, &ops, first, timing.as_ref(), &inst.name.name)
         }
     };
     let energy = match props.get("energy") {
@@ -211,10 +244,12 @@ fn check_instruction(
             None
         }
     };
-    let constraints = check_constraints(c, &ops, &inst.constraints);
     if let (Some(t), Some(sem)) = (&timing, &semantics)
         && c.units[t.unit.index()].asynchronous
-        && !sem.stmts.iter().any(|s| matches!(s, Stmt::Action(Action::Signal(_))))
+        && !sem
+            .stmts
+            .iter()
+            .any(|s| matches!(s, Stmt::Action(Action::Signal(_))))
     {
         c.error(
             Diagnostic::new(Code::AsyncWithoutToken, inst.name.span, format!("`{}` runs on the asynchronous unit `{}` but signals no semaphore", inst.name.name, c.units[t.unit.index()].name))
@@ -223,6 +258,9 @@ fn check_instruction(
         );
     }
     let enc_span = inst.encodings.first().map_or(inst.name.span, |e| e.span);
+    if !dims_ok || !operands_ok {
+        return None;
+    }
     let instruction = Instruction {
         name: inst.name.name.clone(),
         doc,
@@ -236,13 +274,33 @@ fn check_instruction(
     Some((instruction, InstSpans { encoding: enc_span }))
 }
 
-fn check_operands(c: &mut Checker, inst: InstId, decls: &[ast::OperandDecl]) -> Operands {
+/// Checks operand declarations. Operand ids are declaration positions: a
+/// declaration that fails leaves a nameless placeholder (and fails the
+/// instruction), so the ids of the others do not shift.
+fn check_operands(c: &mut Checker, inst: InstId, decls: &[ast::OperandDecl]) -> (Operands, bool) {
     let mut ops = Operands {
         list: Vec::new(),
         spans: Vec::new(),
         scope: Scope::default(),
+        legal: None,
     };
-    for d in decls {
+    // Immediates are usable in every shape, whatever the declaration order.
+    for (i, d) in decls.iter().enumerate() {
+        if matches!(d.kind, OperandKindAst::ImmRange { .. })
+            && !ops.scope.operands.contains_key(&d.name.name)
+        {
+            ops.scope
+                .operands
+                .insert(d.name.name.clone(), OperandId::from_index(i));
+        }
+    }
+    let mut ok = true;
+    let placeholder = Operand {
+        name: String::new(),
+        kind: OperandKind::Imm { lo: 0, hi: 0 },
+    };
+    for (i, d) in decls.iter().enumerate() {
+        let oid = OperandId::from_index(i);
         if let Some(prev) = ops.list.iter().position(|o| o.name == d.name.name) {
             c.error(
                 Diagnostic::new(
@@ -254,22 +312,22 @@ fn check_operands(c: &mut Checker, inst: InstId, decls: &[ast::OperandDecl]) -> 
                 .with_secondary(ops.spans[prev], "first declared here")
                 .help("rename one of the operands"),
             );
+            ops.list.push(placeholder.clone());
+            ops.spans.push(d.span);
+            ok = false;
             continue;
         }
-        let oid = OperandId::from_index(ops.list.len());
-        // Shapes may use earlier immediates, so the scope grows as operands are declared.
         let Some(kind) = operand_kind(c, &ops.scope, d) else {
-            // Keep the name so later uses do not report it as undefined.
-            ops.scope.others.insert(d.name.name.clone());
+            // Uses of the name are skipped instead of reported as undefined.
+            ops.scope.operands.remove(&d.name.name);
+            ops.scope.poisoned.insert(d.name.name.clone());
+            ops.list.push(placeholder.clone());
+            ops.spans.push(d.span);
+            ok = false;
             continue;
         };
-        match kind {
-            OperandKind::Imm { .. } => {
-                ops.scope.operands.insert(d.name.name.clone(), oid);
-            }
-            _ => {
-                ops.scope.others.insert(d.name.name.clone());
-            }
+        if !matches!(kind, OperandKind::Imm { .. }) {
+            ops.scope.others.insert(d.name.name.clone());
         }
         record(c, SpanKey::Operand(inst, oid), d.span);
         ops.list.push(Operand {
@@ -278,15 +336,66 @@ fn check_operands(c: &mut Checker, inst: InstId, decls: &[ast::OperandDecl]) -> 
         });
         ops.spans.push(d.span);
     }
-    ops
+    (ops, ok)
+}
+
+/// Every dimension of a tensor operand is at least 1 for every legal value of the earlier immediates.
+fn dims_positive(c: &mut Checker, ops: &Operands, op: &Operand, span: Span) -> bool {
+    let (dims, limits): (&[Expr], Vec<i64>) = match &op.kind {
+        OperandKind::Reg { shape, file } => {
+            let limits = c
+                .regfiles
+                .get(file.index())
+                .map(|r| r.shape.iter().map(|q| q.value).collect())
+                .unwrap_or_default();
+            (shape, limits)
+        }
+        OperandKind::Mem { shape, .. } => (shape, Vec::new()),
+        _ => return true,
+    };
+    for point in ops.grid() {
+        let env = WithOperands {
+            params: &c.param_values,
+            operands: &point,
+        };
+        for (i, dim) in dims.iter().enumerate() {
+            match eval::eval_int(dim, &env) {
+                Ok(v) if limits.get(i).is_some_and(|l| v > *l) => {
+                    let when = ops.describe(&point);
+                    let msg = format!(
+                        "dimension {i} of operand `{}` is {v}{when}, but the registers have only {}",
+                        op.name, limits[i]
+                    );
+                    c.error(
+                        Diagnostic::new(Code::OutOfRange, span, msg)
+                            .label("view larger than the register")
+                            .help("narrow the immediate range or add a constraint so the view fits the register"),
+                    );
+                    return false;
+                }
+                Ok(v) if v >= 1 => {}
+                result => {
+                    let what = result.map_or_else(|e| e.to_string(), |v| format!("is {v}"));
+                    let when = ops.describe(&point);
+                    let msg = format!("dimension {i} of operand `{}` {what}{when}", op.name);
+                    c.error(
+                        Diagnostic::new(Code::OutOfRange, span, msg)
+                            .label("empty or negative dimension")
+                            .help("every dimension must be at least 1 for every legal immediate value"),
+                    );
+                    return false;
+                }
+            }
+        }
+    }
+    true
 }
 
 fn operand_kind(c: &mut Checker, scope: &Scope, d: &ast::OperandDecl) -> Option<OperandKind> {
     match &d.kind {
         OperandKindAst::Reg { class, shape } => {
-            let file = match c.lookup(&class.name, class.span, "register file")? {
-                Sym::RegFile(r) => r,
-                other => return wrong_kind(c, class, other, "register file", "reg"),
+            let Sym::RegFile(file) = c.lookup(&class.name, class.span, &[Kind::RegFile])? else {
+                return None;
             };
             let rf_shape: Vec<Expr> = c
                 .regfiles
@@ -324,9 +433,8 @@ fn operand_kind(c: &mut Checker, scope: &Scope, d: &ast::OperandDecl) -> Option<
             align,
             stride,
         } => {
-            let m = match c.lookup(&mem.name, mem.span, "memory")? {
-                Sym::Memory(m) => m,
-                other => return wrong_kind(c, mem, other, "memory", "mem"),
+            let Sym::Memory(m) = c.lookup(&mem.name, mem.span, &[Kind::Memory])? else {
+                return None;
             };
             let dt = dtype_of(c, dtype)?;
             let dims = shape
@@ -369,21 +477,10 @@ fn operand_kind(c: &mut Checker, scope: &Scope, d: &ast::OperandDecl) -> Option<
             })
         }
         OperandKindAst::ImmRange { lo, hi } => {
-            let fits = |v: i128| i64::try_from(v).ok();
-            let (Some(l), Some(h)) = (fits(lo.0), fits(hi.0)) else {
-                c.error(
-                    Diagnostic::new(
-                        Code::BadNumber,
-                        lo.1,
-                        "immediate bounds must fit in 64 bits",
-                    )
-                    .label("too large")
-                    .help("immediates are at most 64 bits"),
-                );
-                return None;
-            };
+            let l = c.global_int(lo, i64::MIN, "an immediate bound")?.value;
+            let h = c.global_int(hi, i64::MIN, "an immediate bound")?.value;
             if l > h {
-                let span = Span::new(lo.1.file, lo.1.start as usize, hi.1.end as usize);
+                let span = Span::new(lo.span.file, lo.span.start as usize, hi.span.end as usize);
                 c.error(
                     Diagnostic::new(
                         Code::OutOfRange,
@@ -409,30 +506,11 @@ fn operand_kind(c: &mut Checker, scope: &Scope, d: &ast::OperandDecl) -> Option<
             }
             Some(OperandKind::ImmReal { dtype: dt })
         }
-        OperandKindAst::Sem(bank) => match c.lookup(&bank.name, bank.span, "semaphore bank")? {
+        OperandKindAst::Sem(bank) => match c.lookup(&bank.name, bank.span, &[Kind::Semaphore])? {
             Sym::Semaphore(s) => Some(OperandKind::Sem { bank: s }),
-            other => wrong_kind(c, bank, other, "semaphore bank", "sem"),
+            _ => None,
         },
     }
-}
-
-fn wrong_kind<T>(
-    c: &mut Checker,
-    name: &ast::Ident,
-    found: Sym,
-    wanted: &str,
-    keyword: &str,
-) -> Option<T> {
-    c.error(
-        Diagnostic::new(
-            Code::WrongKind,
-            name.span,
-            format!("`{}` is a {}, not a {wanted}", name.name, found.kind_word()),
-        )
-        .label(format!("expected a {wanted}"))
-        .help(format!("`{keyword}` operands name a {wanted}")),
-    );
-    None
 }
 
 pub(crate) fn dtype_of(c: &mut Checker, t: &ast::Ident) -> Option<DType> {
@@ -478,7 +556,7 @@ fn sampled(
             Err(err) => {
                 let when = ops.describe(&point);
                 c.error(
-                    Diagnostic::new(Code::Arithmetic, e.span, format!("cannot evaluate {when}: {err}"))
+                    Diagnostic::new(Code::Arithmetic, e.span, format!("cannot evaluate this expression{when}: {err}"))
                         .label("here")
                         .help("make the expression defined for every legal operand value, or narrow the immediate ranges"),
                 );
@@ -505,28 +583,9 @@ fn check_timing(
     );
     let unit_prop = p.get("unit");
     let unit = match p.names(c, "unit").as_deref() {
-        Some([u]) => match c.symbols.get(&u.name).map(|(s, _)| *s) {
+        Some([u]) => match c.lookup(&u.name, u.span, &[Kind::Unit]) {
             Some(Sym::Unit(id)) => Some((id, u.span)),
-            other => {
-                let units: Vec<&str> = c.units.iter().map(|u| u.name.as_str()).collect();
-                let help = match super::suggest(&u.name, units.iter().copied()) {
-                    Some(s) => format!("did you mean `{s}`?"),
-                    None => format!("the units are {}", units.join(", ")),
-                };
-                let what = other.map_or(String::new(), |s| {
-                    format!(" (`{}` is a {})", u.name, s.kind_word())
-                });
-                c.error(
-                    Diagnostic::new(
-                        Code::UnknownUnit,
-                        u.span,
-                        format!("unknown unit `{}`{what}", u.name),
-                    )
-                    .label("no such unit")
-                    .help(help),
-                );
-                None
-            }
+            _ => None,
         },
         Some(_) => {
             let s = unit_prop.map_or(span, |q| q.value.span());
@@ -554,25 +613,11 @@ fn check_timing(
     };
     let slot_names = p.names(c, "slots").or_else(|| p.names(c, "slot"));
     let mut slots = Vec::new();
+    let mut slots_ok = true;
     for s in slot_names.iter().flatten() {
-        match c.symbols.get(&s.name).map(|(sym, _)| *sym) {
+        match c.lookup(&s.name, s.span, &[Kind::Slot]) {
             Some(Sym::Slot(id)) => slots.push((id, s.span)),
-            _ => {
-                let names: Vec<&str> = c.slots.iter().map(|s| s.name.as_str()).collect();
-                let help = match super::suggest(&s.name, names.iter().copied()) {
-                    Some(x) => format!("did you mean `{x}`?"),
-                    None => format!("the slots are {}", names.join(", ")),
-                };
-                c.error(
-                    Diagnostic::new(
-                        Code::UnknownUnit,
-                        s.span,
-                        format!("unknown slot `{}`", s.name),
-                    )
-                    .label("no such slot")
-                    .help(help),
-                );
-            }
+            _ => slots_ok = false,
         }
     }
     let occupancy = match p.get("occupancy") {
@@ -625,12 +670,13 @@ fn check_timing(
             );
         }
     }
-    if slots.is_empty() {
+    let some_slot_broken = !slots_ok || c.slots.iter().any(|s| c.broken.contains(&s.name));
+    if slots.is_empty() && !some_slot_broken {
         slot_ids = (0..c.slots.len())
             .map(SlotId::from_index)
             .filter(|s| c.slots[s.index()].units.contains(&unit))
             .collect();
-        if slot_ids.is_empty() {
+        if slot_ids.is_empty() && c.unreachable_units.insert(unit) {
             c.error(
                 Diagnostic::new(
                     Code::SlotUnit,
@@ -683,7 +729,7 @@ fn positive(
                 eval::Num::Real(r) => r.to_string(),
             };
             c.error(
-                Diagnostic::new(code, e.span, format!("{what} is {value} {when}"))
+                Diagnostic::new(code, e.span, format!("{what} is {value}{when}"))
                     .label(format!("must be at least 1 for every legal operand"))
                     .help(format!("{what} counts cycles: narrow the immediate ranges or add to the expression so it stays positive")),
             );
@@ -708,7 +754,7 @@ fn check_energy(c: &mut Checker, ops: &Operands, v: &ast::Value) -> Option<Expr>
                 Diagnostic::new(
                     Code::OutOfRange,
                     e.span,
-                    format!("energy is negative {when}"),
+                    format!("energy is negative{when}"),
                 )
                 .label("negative energy")
                 .help("energy is picojoules per execution, 0 or more"),
@@ -753,50 +799,62 @@ fn check_encoding(
     ops: &Operands,
     enc: &ast::Encoding,
     timing: Option<&Timing>,
+    inst: &str,
 ) -> Option<Encoding> {
-    let format_id = match c.lookup(&enc.format.name, enc.format.span, "format")? {
-        Sym::Format(f) => f,
-        other => return wrong_kind(c, &enc.format, other, "format", "encoding"),
+    let Sym::Format(format_id) = c.lookup(&enc.format.name, enc.format.span, &[Kind::Format])?
+    else {
+        return None;
     };
     let format = c.formats.get(format_id.index())?.clone();
-    if let Some(t) = timing {
-        for s in &t.slots {
-            let slot = &c.slots[s.index()];
-            if slot.width() != format.width {
-                c.error(
-                    Diagnostic::new(
-                        Code::FormatWidth,
-                        enc.format.span,
-                        format!("format `{}` is {} bits but slot `{}` is {} bits", format.name, format.width, slot.name, slot.width()),
-                    )
-                    .label("width differs from the slot")
-                    .help("an instruction's format must be exactly as wide as each slot it issues from"),
+    for s in timing.map(|t| t.slots.as_slice()).unwrap_or_default() {
+        let slot = &c.slots[s.index()];
+        if slot.width() != format.width && !c.broken.contains(&slot.name) {
+            let msg = format!(
+                "format `{}` is {} bits but slot `{}` is {} bits",
+                format.name,
+                format.width,
+                slot.name,
+                slot.width()
+            );
+            let slot_span = c.spans.get(crate::spans::SpanKey::Slot(*s));
+            let mut d = Diagnostic::new(Code::FormatWidth, enc.format.span, msg)
+                .label("width differs from the slot")
+                .help(
+                    "an instruction's format must be exactly as wide as each slot it issues from",
                 );
-                return None;
+            if let Some(sp) = slot_span {
+                d = d.with_secondary(sp, format!("slot `{}`", slot.name));
             }
+            c.error(d);
+            return None;
         }
     }
     let mut fields: Vec<FieldValue> = Vec::new();
     let mut field_spans: Vec<Span> = Vec::new();
-    let mut encoded = vec![false; ops.list.len()];
+    let mut encoded_at: Vec<Option<Span>> = vec![None; ops.list.len()];
     let mut ok = true;
+    // Set when a field could not be checked: then "operand not encoded" would be a follow-on error.
+    let mut incomplete = false;
     for (name, value) in &enc.fields {
         let Some(fi) = format.fields.iter().position(|f| f.name == name.name) else {
-            let names: Vec<&str> = format.fields.iter().map(|f| f.name.as_str()).collect();
-            let help = match super::suggest(&name.name, names.iter().copied()) {
-                Some(s) => format!("did you mean `{s}`?"),
-                None => format!("the fields of `{}` are {}", format.name, names.join(", ")),
-            };
-            c.error(
-                Diagnostic::new(
-                    Code::Undefined,
-                    name.span,
-                    format!("format `{}` has no field `{}`", format.name, name.name),
-                )
-                .label("no such field")
-                .help(help),
-            );
             ok = false;
+            incomplete = true;
+            if !c
+                .broken_fields
+                .contains(&(format.name.clone(), name.name.clone()))
+            {
+                let names: Vec<&str> = format.fields.iter().map(|f| f.name.as_str()).collect();
+                let help = match super::suggest(&name.name, names.iter().copied()) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None => format!("the fields of `{}` are {}", format.name, names.join(", ")),
+                };
+                let msg = format!("format `{}` has no field `{}`", format.name, name.name);
+                c.error(
+                    Diagnostic::new(Code::Undefined, name.span, msg)
+                        .label("no such field")
+                        .help(help),
+                );
+            }
             continue;
         };
         if let Some(prev) = fields.iter().position(|f| f.field == fi) {
@@ -814,10 +872,12 @@ fn check_encoding(
             continue;
         }
         let field = &format.fields[fi];
-        let source = if let ExprKind::Name(n) = &value.kind
-            && let Some(oi) = ops.list.iter().position(|o| &o.name == n)
-        {
-            if encoded[oi] {
+        let operand = match &value.kind {
+            ExprKind::Name(n) => ops.list.iter().position(|o| &o.name == n).map(|i| (i, n)),
+            _ => None,
+        };
+        let source = if let Some((oi, n)) = operand {
+            if let Some(first) = encoded_at[oi] {
                 c.error(
                     Diagnostic::new(
                         Code::BadFieldValue,
@@ -825,28 +885,68 @@ fn check_encoding(
                         format!("operand `{n}` is encoded in two fields"),
                     )
                     .label("encoded again")
+                    .with_secondary(first, "first encoded here")
                     .help("put each operand in one field"),
                 );
                 ok = false;
             }
-            encoded[oi] = true;
-            ok &= operand_fits(c, &ops.list[oi], field, value.span);
+            encoded_at[oi] = Some(value.span);
+            ok &= operand_fits(c, ops, oi, field, value.span);
             FieldSource::Operand(OperandId::from_index(oi))
         } else {
+            if let ExprKind::Name(n) = &value.kind {
+                if ops.scope.poisoned.contains(n) {
+                    ok = false;
+                    incomplete = true;
+                    continue;
+                }
+                if !matches!(c.symbols.get(n), Some((Sym::Param(_), _))) {
+                    let names: Vec<&str> = ops
+                        .list
+                        .iter()
+                        .map(|o| o.name.as_str())
+                        .filter(|n| !n.is_empty())
+                        .collect();
+                    let help = match super::suggest(n, names.iter().copied()) {
+                        Some(s) => format!("did you mean the operand `{s}`?"),
+                        None if names.is_empty() => {
+                            "a field holds an operand or a constant".to_owned()
+                        }
+                        None => format!(
+                            "a field holds an operand ({}) or a constant",
+                            names.join(", ")
+                        ),
+                    };
+                    let msg = format!("`{n}` is not an operand of `{inst}` or a parameter");
+                    c.error(
+                        Diagnostic::new(Code::BadFieldValue, value.span, msg)
+                            .label("not an operand")
+                            .help(help),
+                    );
+                    ok = false;
+                    continue;
+                }
+            }
             let Some(q) = c.global_int(value, 0, &format!("field `{}`", field.name)) else {
                 ok = false;
                 continue;
             };
             let v = u64::try_from(q.value).unwrap_or(u64::MAX);
             if field.width() < 64 && v >> field.width() != 0 {
+                let msg = format!(
+                    "{v:#x} does not fit the {}-bit field `{}`",
+                    field.width(),
+                    field.name
+                );
+                let help = format!(
+                    "the largest value of `{}` is {:#x}; widen the field or pick a smaller value",
+                    field.name,
+                    (1u64 << field.width()) - 1
+                );
                 c.error(
-                    Diagnostic::new(
-                        Code::FieldOverflow,
-                        value.span,
-                        format!("{v:#x} does not fit the {}-bit field `{}`", field.width(), field.name),
-                    )
-                    .label(format!("needs {} bits", 64 - v.leading_zeros()))
-                    .help(format!("the largest value of `{}` is {:#x}; widen the field or pick a smaller value", field.name, (1u64 << field.width()) - 1)),
+                    Diagnostic::new(Code::FieldOverflow, value.span, msg)
+                        .label(format!("needs {} bits", 64 - v.leading_zeros()))
+                        .help(help),
                 );
                 ok = false;
             }
@@ -855,22 +955,24 @@ fn check_encoding(
         fields.push(FieldValue { field: fi, source });
         field_spans.push(name.span);
     }
-    for (i, done) in encoded.iter().enumerate() {
-        if !done {
-            c.error(
-                Diagnostic::new(
-                    Code::UnencodedOperand,
-                    ops.spans[i],
-                    format!("operand `{}` is not encoded", ops.list[i].name),
-                )
-                .label("not in any field")
-                .with_secondary(enc.span, "the encoding")
-                .help(format!(
-                    "assign it to a field: `{} = {};`",
-                    ops.list[i].name, ops.list[i].name
-                )),
-            );
-            ok = false;
+    if !incomplete {
+        for (i, at) in encoded_at.iter().enumerate() {
+            if at.is_none() && !ops.list[i].name.is_empty() {
+                c.error(
+                    Diagnostic::new(
+                        Code::UnencodedOperand,
+                        ops.spans[i],
+                        format!("operand `{}` is not encoded", ops.list[i].name),
+                    )
+                    .label("not in any field")
+                    .with_secondary(enc.span, "the encoding")
+                    .help(format!(
+                        "assign it to a field of `{}`: `FIELD = {};`",
+                        format.name, ops.list[i].name
+                    )),
+                );
+                ok = false;
+            }
         }
     }
     ok.then_some(Encoding {
@@ -881,38 +983,57 @@ fn check_encoding(
 
 fn bits_for_range(lo: i64, hi: i64) -> u32 {
     if lo >= 0 {
-        64 - (hi as u64).leading_zeros()
+        64 - hi.unsigned_abs().leading_zeros()
     } else {
-        let m = (-(lo + 1)).max(hi) as u64;
+        let m = (-(lo + 1)).max(hi).unsigned_abs();
         65 - m.leading_zeros()
     }
 }
 
-fn operand_fits(c: &mut Checker, op: &Operand, field: &FieldDef, span: Span) -> bool {
+fn bits(n: u32) -> String {
+    if n == 1 {
+        "1 bit".to_owned()
+    } else {
+        format!("{n} bits")
+    }
+}
+
+fn operand_fits(c: &mut Checker, ops: &Operands, oi: usize, field: &FieldDef, span: Span) -> bool {
+    let op = &ops.list[oi];
     let w = field.width();
     let problem: Option<(Code, String, String)> = match &op.kind {
         OperandKind::Imm { lo, hi } => {
             let need = bits_for_range(*lo, *hi);
             (need > w).then(|| {
+                let msg = format!(
+                    "immediate `{}` ranges over {lo}..={hi}, which needs {}, but field `{}` has {}",
+                    op.name,
+                    bits(need),
+                    field.name,
+                    bits(w)
+                );
                 (
                     Code::ImmediateTooWide,
-                    format!("immediate `{}` ranges over {lo}..={hi}, which needs {need} bits, but field `{}` has {w}", op.name, field.name),
-                    format!("narrow the range to fit {w} bits or widen the field"),
+                    msg,
+                    format!("narrow the range to fit {} or widen the field", bits(w)),
                 )
             })
         }
         OperandKind::ImmReal { dtype } => {
             let need = u32::try_from(dtype.bytes() * 8).unwrap_or(64);
             (need > w).then(|| {
+                let msg = format!(
+                    "{} immediate `{}` needs {}, but field `{}` has {}",
+                    dtype.name(),
+                    op.name,
+                    bits(need),
+                    field.name,
+                    bits(w)
+                );
                 (
                     Code::ImmediateTooWide,
-                    format!(
-                        "{} immediate `{}` needs {need} bits, but field `{}` has {w}",
-                        dtype.name(),
-                        op.name,
-                        field.name
-                    ),
-                    format!("widen the field to {need} bits"),
+                    msg,
+                    format!("widen the field to {}", bits(need)),
                 )
             })
         }
@@ -920,22 +1041,18 @@ fn operand_fits(c: &mut Checker, op: &Operand, field: &FieldDef, span: Span) -> 
             let rf = &c.regfiles[file.index()];
             let count = rf.count.value;
             (w < 63 && count > 1i64 << w).then(|| {
-                (
-                    Code::RegisterReach,
-                    format!("register file `{}` has {count} registers, but the {w}-bit field `{}` names only {}", rf.name, field.name, 1i64 << w),
-                    format!("widen the field to {} bits or use fewer registers", 64 - (count - 1).leading_zeros()),
-                )
+                let msg = format!("register file `{}` has {count} registers, but the {}-bit field `{}` names only {}", rf.name, w, field.name, 1i64 << w);
+                let need = 64 - (count - 1).leading_zeros();
+                (Code::RegisterReach, msg, format!("widen the field to {} or use fewer registers", bits(need)))
             })
         }
         OperandKind::Sem { bank } => {
             let b = &c.semaphores[bank.index()];
             let count = b.count.value;
             (w < 63 && count > 1i64 << w).then(|| {
-                (
-                    Code::RegisterReach,
-                    format!("semaphore bank `{}` has {count} semaphores, but the {w}-bit field `{}` names only {}", b.name, field.name, 1i64 << w),
-                    format!("widen the field to {} bits or use fewer semaphores", 64 - (count - 1).leading_zeros()),
-                )
+                let msg = format!("semaphore bank `{}` has {count} semaphores, but the {}-bit field `{}` names only {}", b.name, w, field.name, 1i64 << w);
+                let need = 64 - (count - 1).leading_zeros();
+                (Code::RegisterReach, msg, format!("widen the field to {} or use fewer semaphores", bits(need)))
             })
         }
         OperandKind::Mem { mem, align, .. } => {
@@ -947,29 +1064,25 @@ fn operand_fits(c: &mut Checker, op: &Operand, field: &FieldDef, span: Span) -> 
             };
             let size = u128::try_from(m.size.value).unwrap_or(0);
             (size > reach).then(|| {
-                (
-                    Code::AddressReach,
-                    format!(
-                        "memory `{}` has {} bytes, but field `{}` ({w} bits of {}-byte units) reaches only {} bytes",
-                        m.name,
-                        m.size.value,
-                        field.name,
-                        align,
-                        reach
-                    ),
-                    "widen the address field, raise the operand's `align`, or shrink the memory".to_owned(),
-                )
+                let msg = format!(
+                    "memory `{}` has {} bytes, but field `{}` ({} of {align}-byte units) reaches only {reach} bytes",
+                    m.name,
+                    m.size.value,
+                    field.name,
+                    bits(w)
+                );
+                (Code::AddressReach, msg, "widen the address field, raise the operand's `align`, or shrink the memory".to_owned())
             })
         }
     };
     match problem {
         None => true,
         Some((code, msg, help)) => {
-            c.error(
-                Diagnostic::new(code, span, msg)
-                    .label("does not fit")
-                    .help(help),
-            );
+            let d = Diagnostic::new(code, span, msg)
+                .label("does not fit")
+                .with_secondary(ops.spans[oi], format!("`{}` declared here", op.name))
+                .help(help);
+            c.error(d);
             false
         }
     }

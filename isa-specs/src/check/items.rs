@@ -1,7 +1,7 @@
 //! Names, the machine header, units, memories, register files, semaphores and slots.
 
 use super::props::Props;
-use super::{Checker, Header, Sym, blocks, record};
+use super::{Checker, Header, Kind, Sym, blocks, record};
 use crate::ast::{BlockKind, Item};
 use crate::diag::{Code, Diagnostic};
 use crate::model::*;
@@ -100,7 +100,7 @@ pub(crate) fn check_header(c: &mut Checker, items: &[Item]) -> Option<Header> {
         c,
         &first.props,
         owner,
-        first.span,
+        first.name.span,
         &["description", "clock_mhz", "word_bits", "hazards"],
     );
     let description = p.string(c, "description").unwrap_or_default();
@@ -165,6 +165,7 @@ pub(crate) fn check_units(c: &mut Checker, items: &[Item]) {
         if !is_first(c, &b.name) {
             continue;
         }
+        let errors_before = c.failures();
         let id = UnitId::from_index(c.units.len());
         record(c, SpanKey::Unit(id), b.span);
         let allowed = [
@@ -179,7 +180,7 @@ pub(crate) fn check_units(c: &mut Checker, items: &[Item]) {
             c,
             &b.props,
             format!("unit `{}`", b.name.name),
-            b.span,
+            b.name.span,
             &allowed,
         );
         let unit = Unit {
@@ -191,44 +192,22 @@ pub(crate) fn check_units(c: &mut Checker, items: &[Item]) {
             area: p.real(c, "area", None).unwrap_or_else(zero_real),
             static_power: p.real(c, "static_power", None).unwrap_or_else(zero_real),
         };
+        if c.failures() > errors_before {
+            c.broken.insert(b.name.name.clone());
+        }
         c.units.push(unit);
     }
 }
 
 /// Resolves a list of unit names.
 fn unit_list(c: &mut Checker, names: &[crate::ast::Ident]) -> Vec<UnitId> {
-    let mut out = Vec::new();
-    for n in names {
-        match c.symbols.get(&n.name).map(|(s, _)| *s) {
-            Some(Sym::Unit(u)) => out.push(u),
-            Some(other) => c.error(
-                Diagnostic::new(
-                    Code::WrongKind,
-                    n.span,
-                    format!("`{}` is a {}, not a unit", n.name, other.kind_word()),
-                )
-                .label("not a unit")
-                .help("list functional units declared with `unit`"),
-            ),
-            None => {
-                let units: Vec<String> = c.units.iter().map(|u| u.name.clone()).collect();
-                let help = match super::suggest(&n.name, units.iter().map(String::as_str)) {
-                    Some(s) => format!("did you mean `{s}`?"),
-                    None => format!("declare it with `unit {} {{ ... }}`", n.name),
-                };
-                c.error(
-                    Diagnostic::new(
-                        Code::UnknownUnit,
-                        n.span,
-                        format!("unknown unit `{}`", n.name),
-                    )
-                    .label("no such unit")
-                    .help(help),
-                );
-            }
-        }
-    }
-    out
+    names
+        .iter()
+        .filter_map(|n| match c.lookup(&n.name, n.span, &[Kind::Unit]) {
+            Some(Sym::Unit(u)) => Some(u),
+            _ => None,
+        })
+        .collect()
 }
 
 pub(crate) fn check_memories(c: &mut Checker, items: &[Item]) {
@@ -236,6 +215,7 @@ pub(crate) fn check_memories(c: &mut Checker, items: &[Item]) {
         if !is_first(c, &b.name) {
             continue;
         }
+        let errors_before = c.failures();
         let id = MemId::from_index(c.memories.len());
         record(c, SpanKey::Memory(id), b.span);
         let allowed = [
@@ -248,13 +228,14 @@ pub(crate) fn check_memories(c: &mut Checker, items: &[Item]) {
             "read_energy",
             "write_energy",
             "area",
+            "static_power",
             "compute",
         ];
         let p = Props::new(
             c,
             &b.props,
             format!("memory `{}`", b.name.name),
-            b.span,
+            b.name.span,
             &allowed,
         );
         let kind = match p.word(c, "kind", &["dram", "hbm", "sram"], None).as_deref() {
@@ -277,9 +258,12 @@ pub(crate) fn check_memories(c: &mut Checker, items: &[Item]) {
             read_energy: p.real(c, "read_energy", None).unwrap_or_else(zero_real),
             write_energy: p.real(c, "write_energy", None).unwrap_or_else(zero_real),
             area: p.real(c, "area", None).unwrap_or_else(zero_real),
+            static_power: p
+                .real(c, "static_power", Some(0.0))
+                .unwrap_or_else(zero_real),
             compute,
         };
-        if mem.size.value % mem.banks.value != 0 {
+        if c.failures() == errors_before && mem.size.value % mem.banks.value != 0 {
             let span = p.get("banks").map_or(b.span, |q| q.value.span());
             c.error(
                 Diagnostic::new(
@@ -294,6 +278,9 @@ pub(crate) fn check_memories(c: &mut Checker, items: &[Item]) {
                 .help("make `size` a multiple of `banks`"),
             );
         }
+        if c.failures() > errors_before {
+            c.broken.insert(b.name.name.clone());
+        }
         c.memories.push(mem);
     }
 }
@@ -303,6 +290,7 @@ pub(crate) fn check_regfiles(c: &mut Checker, items: &[Item]) {
         if !is_first(c, &b.name) {
             continue;
         }
+        let errors_before = c.failures();
         let id = RegFileId::from_index(c.regfiles.len());
         record(c, SpanKey::RegFile(id), b.span);
         let allowed = ["count", "dtype", "shape", "area", "energy"];
@@ -310,12 +298,10 @@ pub(crate) fn check_regfiles(c: &mut Checker, items: &[Item]) {
             c,
             &b.props,
             format!("register file `{}`", b.name.name),
-            b.span,
+            b.name.span,
             &allowed,
         );
-        let dtype = p
-            .word(c, "dtype", &DType::ALL.map(DType::name), None)
-            .and_then(|w| DType::from_name(&w));
+        let dtype = p.dtype(c, "dtype");
         let shape = p
             .exprs(c, "shape")
             .map(|dims| {
@@ -335,6 +321,9 @@ pub(crate) fn check_regfiles(c: &mut Checker, items: &[Item]) {
             area: p.real(c, "area", None).unwrap_or_else(zero_real),
             energy: p.real(c, "energy", None).unwrap_or_else(zero_real),
         };
+        if c.failures() > errors_before {
+            c.broken.insert(b.name.name.clone());
+        }
         c.regfiles.push(rf);
     }
 }
@@ -344,13 +333,14 @@ pub(crate) fn check_semaphores(c: &mut Checker, items: &[Item]) {
         if !is_first(c, &b.name) {
             continue;
         }
+        let errors_before = c.failures();
         let id = SemId::from_index(c.semaphores.len());
         record(c, SpanKey::Semaphore(id), b.span);
         let p = Props::new(
             c,
             &b.props,
             format!("semaphore bank `{}`", b.name.name),
-            b.span,
+            b.name.span,
             &["count", "max"],
         );
         let bank = SemaphoreBank {
@@ -358,6 +348,9 @@ pub(crate) fn check_semaphores(c: &mut Checker, items: &[Item]) {
             count: p.int(c, "count", None, 1).unwrap_or_else(one),
             max: p.int(c, "max", Some(255), 1).unwrap_or_else(one),
         };
+        if c.failures() > errors_before {
+            c.broken.insert(b.name.name.clone());
+        }
         c.semaphores.push(bank);
     }
 }
@@ -368,13 +361,14 @@ pub(crate) fn check_slots(c: &mut Checker, items: &[Item], word_bits: u32) {
         if !is_first(c, &b.name) {
             continue;
         }
+        let errors_before = c.failures();
         let id = SlotId::from_index(c.slots.len());
         record(c, SpanKey::Slot(id), b.span);
         let p = Props::new(
             c,
             &b.props,
             format!("slot `{}`", b.name.name),
-            b.span,
+            b.name.span,
             &["bits", "units"],
         );
         let units = match p.names(c, "units") {
@@ -463,6 +457,9 @@ pub(crate) fn check_slots(c: &mut Checker, items: &[Item], word_bits: u32) {
             );
         }
         placed.push((hi, lo, bits_span, b.name.name.clone()));
+        if c.failures() > errors_before {
+            c.broken.insert(b.name.name.clone());
+        }
         c.slots.push(Slot {
             name: b.name.name.clone(),
             hi,

@@ -33,17 +33,59 @@ pub(crate) enum Sym {
     Format(FormatId),
 }
 
-impl Sym {
-    fn kind_word(self) -> &'static str {
+/// The kinds of global name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Param,
+    Memory,
+    RegFile,
+    Unit,
+    Slot,
+    Semaphore,
+    Format,
+}
+
+impl Kind {
+    pub fn word(self) -> &'static str {
         match self {
-            Sym::Param(_) => "parameter",
-            Sym::Memory(_) => "memory",
-            Sym::RegFile(_) => "register file",
-            Sym::Unit(_) => "unit",
-            Sym::Slot(_) => "slot",
-            Sym::Semaphore(_) => "semaphore bank",
-            Sym::Format(_) => "format",
+            Kind::Param => "parameter",
+            Kind::Memory => "memory",
+            Kind::RegFile => "register file",
+            Kind::Unit => "unit",
+            Kind::Slot => "slot",
+            Kind::Semaphore => "semaphore bank",
+            Kind::Format => "format",
         }
+    }
+
+    fn keyword(self) -> &'static str {
+        match self {
+            Kind::Param => "param",
+            Kind::Memory => "memory",
+            Kind::RegFile => "regfile",
+            Kind::Unit => "unit",
+            Kind::Slot => "slot",
+            Kind::Semaphore => "semaphore",
+            Kind::Format => "format",
+        }
+    }
+}
+
+impl Sym {
+    pub fn kind(self) -> Kind {
+        match self {
+            Sym::Param(_) => Kind::Param,
+            Sym::Memory(_) => Kind::Memory,
+            Sym::RegFile(_) => Kind::RegFile,
+            Sym::Unit(_) => Kind::Unit,
+            Sym::Slot(_) => Kind::Slot,
+            Sym::Semaphore(_) => Kind::Semaphore,
+            Sym::Format(_) => Kind::Format,
+        }
+    }
+
+    pub fn kind_word(self) -> &'static str {
+        self.kind().word()
     }
 }
 
@@ -62,39 +104,93 @@ pub(crate) struct Checker {
     pub formats: Vec<Format>,
     /// Items that failed to check, so later checks do not pile up follow-on errors.
     pub broken: std::collections::HashSet<String>,
+    /// Fields (format, field) whose definition failed.
+    pub broken_fields: std::collections::HashSet<(String, String)>,
+    /// Uses of broken names, which are not reported again.
+    pub silent_failures: usize,
+    /// Units already reported as reachable from no slot.
+    pub unreachable_units: std::collections::HashSet<UnitId>,
 }
 
 impl Checker {
+    /// Adds a diagnostic (its code says whether it is an error or a warning).
     pub fn error(&mut self, d: Diagnostic) {
         self.diags.push(d);
     }
 
-    /// Looks a name up and reports undefined names with a suggestion.
-    pub fn lookup(&mut self, name: &str, span: Span, wanted: &str) -> Option<Sym> {
-        if let Some((sym, _)) = self.symbols.get(name) {
-            return Some(*sym);
-        }
-        if self.broken.contains(name) {
-            return None;
-        }
-        let mut d = Diagnostic::new(
-            Code::Undefined,
-            span,
-            format!("undefined {wanted} `{name}`"),
-        )
-        .label("not defined");
-        d = match self.suggest(name) {
-            Some(s) => d.help(format!("did you mean `{s}`?")),
-            None => d.help(format!(
-                "define the {wanted} before using it, or check the spelling"
-            )),
-        };
-        self.error(d);
-        None
+    /// Errors reported plus silent failures (uses of names whose definition
+    /// failed) so far: tells whether an item's own checks failed.
+    pub fn failures(&self) -> usize {
+        self.diags.error_count() + self.silent_failures
     }
 
-    fn suggest(&self, name: &str) -> Option<String> {
-        suggest(name, self.symbols.keys().map(String::as_str))
+    /// Looks up a name of one of the `wanted` kinds. Reports an undefined name
+    /// (with a suggestion of the wanted kind) or a name of another kind; stays
+    /// silent for names whose definition already failed.
+    pub fn lookup(&mut self, name: &str, span: Span, wanted: &[Kind]) -> Option<Sym> {
+        if self.broken.contains(name) {
+            self.silent_failures += 1;
+            return None;
+        }
+        let want = wanted
+            .iter()
+            .map(|k| k.word())
+            .collect::<Vec<_>>()
+            .join(" or ");
+        match self.symbols.get(name).map(|(s, _)| *s) {
+            Some(sym) if wanted.contains(&sym.kind()) => Some(sym),
+            Some(sym) => {
+                let d = Diagnostic::new(
+                    Code::WrongKind,
+                    span,
+                    format!("`{name}` is a {}, not a {want}", sym.kind_word()),
+                )
+                .label(format!("expected a {want}"))
+                .help(match self.suggest(name, wanted) {
+                    Some(s) => {
+                        format!("did you mean the {} `{s}`?", self.symbols[&s].0.kind_word())
+                    }
+                    None => format!("name a {want} here"),
+                });
+                self.error(d);
+                None
+            }
+            None => {
+                let code = if wanted.iter().all(|k| matches!(k, Kind::Unit | Kind::Slot)) {
+                    Code::UnknownUnit
+                } else {
+                    Code::Undefined
+                };
+                let word = if code == Code::UnknownUnit {
+                    "unknown"
+                } else {
+                    "undefined"
+                };
+                let help = match self.suggest(name, wanted) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None => format!(
+                        "define it with `{} {name} ...`, or check the spelling",
+                        wanted[0].keyword()
+                    ),
+                };
+                self.error(
+                    Diagnostic::new(code, span, format!("{word} {want} `{name}`"))
+                        .label(format!("no such {want}"))
+                        .help(help),
+                );
+                None
+            }
+        }
+    }
+
+    /// The closest defined name of the wanted kinds.
+    pub fn suggest(&self, name: &str, wanted: &[Kind]) -> Option<String> {
+        let candidates = self
+            .symbols
+            .iter()
+            .filter(|(_, (s, _))| wanted.contains(&s.kind()))
+            .map(|(n, _)| n.as_str());
+        suggest(name, candidates)
     }
 }
 
@@ -102,6 +198,7 @@ impl Checker {
 pub(crate) fn suggest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
     candidates
         .map(|c| (strsim::damerau_levenshtein(name, c), c))
+        .filter(|(_, c)| *c != name)
         .filter(|(d, c)| *d <= 2.max(name.len() / 3) && *d < c.len().max(name.len()))
         .min()
         .map(|(_, c)| c.to_owned())
@@ -125,6 +222,9 @@ pub(crate) fn check(
         semaphores: Vec::new(),
         formats: Vec::new(),
         broken: Default::default(),
+        broken_fields: Default::default(),
+        silent_failures: 0,
+        unreachable_units: Default::default(),
     };
     items::collect_names(&mut c, items);
     params::check_params(&mut c, items, overrides);
@@ -133,9 +233,8 @@ pub(crate) fn check(
     items::check_memories(&mut c, items);
     items::check_regfiles(&mut c, items);
     items::check_semaphores(&mut c, items);
-    if let Some(h) = &header {
-        items::check_slots(&mut c, items, h.word_bits);
-    }
+    // Without a header there is no word width to check slots against, but they are still numbered.
+    items::check_slots(&mut c, items, header.as_ref().map_or(4096, |h| h.word_bits));
     encoding::check_formats(&mut c, items);
     let insts = inst::check_instructions(&mut c, items, header.as_ref());
     encoding::check_collisions(&mut c, &insts);

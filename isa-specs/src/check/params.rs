@@ -82,13 +82,21 @@ pub(crate) fn check_params(c: &mut Checker, items: &[Item], overrides: &[(String
             Some(Num::Int(v)) => v,
             Some(Num::Real(r)) => {
                 c.error(
-                    Diagnostic::new(Code::NotInteger, value.span, format!("parameter `{}` must be an integer, not {r}", name.name))
-                        .label("not an integer")
-                        .help("parameters are integers; write reals (energies, areas) directly in the property that uses them"),
+                    Diagnostic::new(
+                        Code::NotInteger,
+                        value.span,
+                        format!("parameter `{}` must be an integer, but its expression uses real numbers (value {r})", name.name),
+                    )
+                    .label("real-valued")
+                    .help("parameters are integers: write sizes as `512 KiB` rather than `0.5 MiB`; write reals (energies, areas) directly in the property that uses them"),
                 );
+                c.broken.insert(name.name.clone());
                 continue;
             }
-            None => continue,
+            None => {
+                c.broken.insert(name.name.clone());
+                continue;
+            }
         };
         let v = overrides.get(&id).copied().unwrap_or(v);
         c.param_values[id.index()] = v;
@@ -110,7 +118,17 @@ fn check_overrides(
             Some((Sym::Param(p), _)) => {
                 out.insert(*p, *value);
             }
-            _ => {
+            Some((other, _)) => {
+                let other = other.kind_word();
+                c.error(
+                    Diagnostic::unlocated(
+                        Code::UnknownOverride,
+                        format!("`--set {name}={value}`: `{name}` is a {other}, not a parameter"),
+                    )
+                    .help("only parameters (`param NAME = ...;`) can be overridden"),
+                );
+            }
+            None => {
                 let names: Vec<&str> = c.params.iter().map(|p| p.name.as_str()).collect();
                 let help = match super::suggest(name, names.iter().copied()) {
                     Some(s) => format!("did you mean `{s}`?"),

@@ -11,6 +11,8 @@ pub(crate) struct Props<'a> {
     props: &'a [Prop],
     owner: String,
     span: Span,
+    /// Keys that unknown keys were probably meant to be: not reported as missing too.
+    misspelt: Vec<String>,
 }
 
 impl<'a> Props<'a> {
@@ -22,6 +24,7 @@ impl<'a> Props<'a> {
         span: Span,
         allowed: &[&str],
     ) -> Props<'a> {
+        let mut misspelt = Vec::new();
         for (i, p) in props.iter().enumerate() {
             if !allowed.contains(&p.key.name.as_str()) {
                 let mut d = Diagnostic::new(
@@ -31,7 +34,11 @@ impl<'a> Props<'a> {
                 )
                 .label("unknown property");
                 d = match super::suggest(&p.key.name, allowed.iter().copied()) {
-                    Some(s) => d.help(format!("did you mean `{s}`?")),
+                    Some(s) => {
+                        let help = format!("did you mean `{s}`?");
+                        misspelt.push(s);
+                        d.help(help)
+                    }
                     None => d.help(format!("the properties are {}", allowed.join(", "))),
                 };
                 c.error(d);
@@ -48,7 +55,12 @@ impl<'a> Props<'a> {
                 );
             }
         }
-        Props { props, owner, span }
+        Props {
+            props,
+            owner,
+            span,
+            misspelt,
+        }
     }
 
     /// The first property with this key.
@@ -57,6 +69,9 @@ impl<'a> Props<'a> {
     }
 
     fn missing(&self, c: &mut Checker, key: &str, example: &str) {
+        if self.misspelt.iter().any(|m| m == key) {
+            return;
+        }
         c.error(
             Diagnostic::new(
                 Code::MissingProperty,
@@ -171,6 +186,30 @@ impl<'a> Props<'a> {
         };
         c.error(d);
         None
+    }
+
+    /// An element type property; an unknown type is E0602 as in operands.
+    pub fn dtype(&self, c: &mut Checker, key: &str) -> Option<crate::model::DType> {
+        let Some(p) = self.get(key) else {
+            self.missing(c, key, "f32");
+            return None;
+        };
+        match &p.value {
+            Value::Expr(ast::Expr {
+                kind: ExprKind::Name(n),
+                span,
+            }) => super::inst::dtype_of(
+                c,
+                &ast::Ident {
+                    name: n.clone(),
+                    span: *span,
+                },
+            ),
+            v => {
+                self.wrong(c, key, v, "an element type such as f32");
+                None
+            }
+        }
     }
 
     /// A `true`/`false` property.

@@ -57,7 +57,8 @@ pub(crate) fn check_semantics(
         }
     }
     for (var, vspan) in &cx.indices {
-        if var.extent == Expr::Int(0) {
+        // An unknown extent is only worth reporting when nothing else went wrong first.
+        if var.extent == Expr::Int(0) && cx.ok {
             c.error(
                 Diagnostic::new(
                     Code::ExtentMismatch,
@@ -206,6 +207,17 @@ fn action(
             .help(help),
         );
     }
+    if let [
+        ast::Expr {
+            kind: ExprKind::Name(n),
+            ..
+        },
+    ] = args
+        && cx.ops.scope.poisoned.contains(n)
+    {
+        cx.ok = false;
+        return None;
+    }
     let sem = match args {
         [
             ast::Expr {
@@ -302,10 +314,22 @@ fn target_access(
 }
 
 fn undefined_operand<T>(c: &mut Checker, cx: &mut Ctx<'_>, name: &str, span: Span) -> Option<T> {
-    let names: Vec<&str> = cx.ops.list.iter().map(|o| o.name.as_str()).collect();
+    if cx.ops.scope.poisoned.contains(name) {
+        cx.ok = false;
+        return None;
+    }
+    let names: Vec<&str> = cx
+        .ops
+        .list
+        .iter()
+        .map(|o| o.name.as_str())
+        .filter(|n| !n.is_empty())
+        .collect();
     let help = match super::suggest(name, names.iter().copied()) {
         Some(s) => format!("did you mean `{s}`?"),
-        None if names.is_empty() => "declare operands in an `operands { ... }` section".to_owned(),
+        None if names.iter().all(|n| n.is_empty()) => {
+            "declare operands in an `operands { ... }` section".to_owned()
+        }
         None => format!("the operands are {}", names.join(", ")),
     };
     fail(
@@ -419,16 +443,21 @@ fn bind_extent(
             };
             let when = cx.ops.describe(&point);
             let msg = format!(
-                "index `{name}` ranges over {} here but over {} at dimension {dim} of `{operand}` ({when})",
+                "index `{name}` ranges over {} in dimension {dim} of `{operand}` but over {} where it was first used{}",
+                show(b),
                 show(a),
-                show(b)
+                if when.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", when.trim())
+                }
             );
             return fail(
                 c,
                 cx,
                 Diagnostic::new(Code::ExtentMismatch, span, msg)
-                    .label("different extent")
-                    .with_secondary(first_span, "extent first fixed here")
+                    .label(format!("extent {}", show(b)))
+                    .with_secondary(first_span, format!("extent {} here", show(a)))
                     .help("use a different index name, or make the operand shapes agree"),
             );
         }
@@ -749,10 +778,11 @@ fn call(
         );
     };
     if args.len() != func.arity() {
+        let n = func.arity();
         let msg = format!(
-            "`{}` takes {} argument(s), not {}",
+            "`{}` takes {n} argument{}, not {}",
             f.name,
-            func.arity(),
+            if n == 1 { "" } else { "s" },
             args.len()
         );
         return fail(
@@ -760,7 +790,11 @@ fn call(
             cx,
             Diagnostic::new(Code::Arity, e.span, msg)
                 .label("wrong number of arguments")
-                .help(format!("`{}` takes {}", f.name, func.arity())),
+                .help(format!(
+                    "call it as `{}({})`",
+                    f.name,
+                    ["x", "y", "z"][..n].join(", ")
+                )),
         );
     }
     let typed_args = args
