@@ -38,13 +38,15 @@ pub fn run(args: &TargetsArgs) -> anyhow::Result<ExitCode> {
                 "target", "MACs/cyc", "SRAM", "off-chip B/c", "MHz"
             );
             for r in &rows {
+                // serde_json values ignore width in `Display`: format numbers as strings first.
+                let num = |key: &str| r[key].as_i64().unwrap_or(0).to_string();
                 println!(
                     "{:<16} {:>10} {:>10} {:>12} {:>7}  {}",
                     r["name"].as_str().unwrap_or(""),
-                    r["peak_macs_per_cycle"],
+                    num("peak_macs_per_cycle"),
                     human_bytes(r["sram_bytes"].as_i64().unwrap_or(0)),
-                    r["offchip_bytes_per_cycle"],
-                    r["clock_mhz"],
+                    num("offchip_bytes_per_cycle"),
+                    num("clock_mhz"),
                     r["description"].as_str().unwrap_or(""),
                 );
             }
@@ -60,6 +62,9 @@ fn human_bytes(n: i64) -> String {
         .find(|(_, size)| n >= *size && n % (size / 16).max(1) == 0)
         .map_or_else(
             || format!("{n} B"),
-            |(unit, size)| format!("{:.4} {unit}", n as f64 / *size as f64).replace(".0000", ""),
+            |(unit, size)| {
+                let value = format!("{:.4}", n as f64 / *size as f64);
+                format!("{} {unit}", value.trim_end_matches('0').trim_end_matches('.'))
+            },
         )
 }
