@@ -64,7 +64,10 @@ fn human_bytes(n: i64) -> String {
             || format!("{n} B"),
             |(unit, size)| {
                 let value = format!("{:.4}", n as f64 / *size as f64);
-                format!("{} {unit}", value.trim_end_matches('0').trim_end_matches('.'))
+                format!(
+                    "{} {unit}",
+                    value.trim_end_matches('0').trim_end_matches('.')
+                )
             },
         )
 }

@@ -33,18 +33,17 @@ impl Operands {
             .collect()
     }
 
-    /// Sample points of all immediates.
-    pub fn grid(&self) -> Vec<Vec<Option<i64>>> {
-        match &self.legal {
-            Some(points) => points.clone(),
-            None => eval::sample_grid(&self.ranges(), self.list.len()),
-        }
+    /// Sample points of all immediates (those satisfying the constraints, once restricted).
+    pub fn grid(&self) -> &[Vec<Option<i64>>] {
+        self.legal.as_deref().unwrap_or_default()
     }
 
     /// Restricts later sampling to the points where every constraint holds.
     fn restrict(&mut self, params: &[i64], constraints: &[Constraint]) {
         let points = self
-            .grid()
+            .legal
+            .take()
+            .unwrap_or_default()
             .into_iter()
             .filter(|point| {
                 let env = WithOperands { params, operands: point };
@@ -336,6 +335,7 @@ fn check_operands(c: &mut Checker, inst: InstId, decls: &[ast::OperandDecl]) -> 
         });
         ops.spans.push(d.span);
     }
+    ops.legal = Some(eval::sample_grid(&ops.ranges(), ops.list.len()));
     (ops, ok)
 }
 
@@ -356,12 +356,12 @@ fn dims_positive(c: &mut Checker, ops: &Operands, op: &Operand, span: Span) -> b
     for point in ops.grid() {
         let env = WithOperands {
             params: &c.param_values,
-            operands: &point,
+            operands: point,
         };
         for (i, dim) in dims.iter().enumerate() {
             match eval::eval_int(dim, &env) {
                 Ok(v) if limits.get(i).is_some_and(|l| v > *l) => {
-                    let when = ops.describe(&point);
+                    let when = ops.describe(point);
                     let msg = format!(
                         "dimension {i} of operand `{}` is {v}{when}, but the registers have only {}",
                         op.name, limits[i]
@@ -376,7 +376,7 @@ fn dims_positive(c: &mut Checker, ops: &Operands, op: &Operand, span: Span) -> b
                 Ok(v) if v >= 1 => {}
                 result => {
                     let what = result.map_or_else(|e| e.to_string(), |v| format!("is {v}"));
-                    let when = ops.describe(&point);
+                    let when = ops.describe(point);
                     let msg = format!("dimension {i} of operand `{}` {what}{when}", op.name);
                     c.error(
                         Diagnostic::new(Code::OutOfRange, span, msg)
@@ -535,26 +535,29 @@ pub(crate) fn dtype_of(c: &mut Checker, t: &ast::Ident) -> Option<DType> {
 }
 
 /// Resolves an expression over operands and checks it at every sample point.
+/// Resolves an expression over operands and checks `ok` at every sample point;
+/// `report` explains the first failure.
 fn sampled(
     c: &mut Checker,
     ops: &Operands,
     e: &ast::Expr,
-    mut check: impl FnMut(&mut Checker, eval::Num, &str) -> bool,
+    ok: impl Fn(eval::Num) -> bool,
+    report: impl FnOnce(&mut Checker, eval::Num, &str),
 ) -> Option<Expr> {
     let expr = c.resolve(&ops.scope, e)?;
     for point in ops.grid() {
         let env = WithOperands {
             params: &c.param_values,
-            operands: &point,
+            operands: point,
         };
         match eval::eval(&expr, &env) {
+            Ok(v) if ok(v) => {}
             Ok(v) => {
-                if !check(c, v, &ops.describe(&point)) {
-                    return None;
-                }
+                report(c, v, &ops.describe(point));
+                return None;
             }
             Err(err) => {
-                let when = ops.describe(&point);
+                let when = ops.describe(point);
                 c.error(
                     Diagnostic::new(Code::Arithmetic, e.span, format!("cannot evaluate this expression{when}: {err}"))
                         .label("here")
@@ -718,23 +721,20 @@ fn positive(
         );
         return None;
     };
-    sampled(c, ops, e, |c, v, when| {
-        let ok = match v {
-            eval::Num::Int(i) => i > 0,
-            eval::Num::Real(r) => r > 0.0,
+    let positive = |v: eval::Num| match v {
+        eval::Num::Int(i) => i > 0,
+        eval::Num::Real(r) => r > 0.0,
+    };
+    sampled(c, ops, e, positive, |c, v, when| {
+        let value = match v {
+            eval::Num::Int(i) => i.to_string(),
+            eval::Num::Real(r) => r.to_string(),
         };
-        if !ok {
-            let value = match v {
-                eval::Num::Int(i) => i.to_string(),
-                eval::Num::Real(r) => r.to_string(),
-            };
-            c.error(
-                Diagnostic::new(code, e.span, format!("{what} is {value}{when}"))
-                    .label(format!("must be at least 1 for every legal operand"))
-                    .help(format!("{what} counts cycles: narrow the immediate ranges or add to the expression so it stays positive")),
-            );
-        }
-        ok
+        c.error(
+            Diagnostic::new(code, e.span, format!("{what} is {value}{when}"))
+                .label("must be at least 1 for every legal operand")
+                .help(format!("{what} counts cycles: narrow the immediate ranges or add to the expression so it stays positive")),
+        );
     })
 }
 
@@ -747,9 +747,12 @@ fn check_energy(c: &mut Checker, ops: &Operands, v: &ast::Value) -> Option<Expr>
         );
         return None;
     };
-    sampled(c, ops, e, |c, v, when| {
-        let ok = v.as_f64() >= 0.0;
-        if !ok {
+    sampled(
+        c,
+        ops,
+        e,
+        |v| v.as_f64() >= 0.0,
+        |c, _, when| {
             c.error(
                 Diagnostic::new(
                     Code::OutOfRange,
@@ -759,9 +762,8 @@ fn check_energy(c: &mut Checker, ops: &Operands, v: &ast::Value) -> Option<Expr>
                 .label("negative energy")
                 .help("energy is picojoules per execution, 0 or more"),
             );
-        }
-        ok
-    })
+        },
+    )
 }
 
 fn check_constraints(

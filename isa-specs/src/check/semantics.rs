@@ -430,10 +430,11 @@ fn bind_extent(
         return Some(());
     }
     // Different expressions may still agree: compare them at every sample point.
-    for point in cx.ops.grid() {
+    let ops = cx.ops;
+    for point in ops.grid() {
         let env = WithOperands {
             params: &c.param_values,
-            operands: &point,
+            operands: point,
         };
         let (a, b) = (eval::eval_int(&current, &env), eval::eval_int(extent, &env));
         if a != b {
@@ -441,7 +442,7 @@ fn bind_extent(
             let show = |r: Result<i64, eval::EvalError>| {
                 r.map_or_else(|e| e.to_string(), |v| v.to_string())
             };
-            let when = cx.ops.describe(&point);
+            let when = ops.describe(point);
             let msg = format!(
                 "index `{name}` ranges over {} in dimension {dim} of `{operand}` but over {} where it was first used{}",
                 show(b),
