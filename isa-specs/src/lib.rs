@@ -31,6 +31,7 @@
 pub mod ast;
 mod check;
 pub mod diag;
+pub mod dtype;
 pub mod eval;
 mod load;
 pub mod model;
@@ -38,6 +39,7 @@ pub mod semantic_ops;
 pub mod source;
 pub mod spans;
 mod syntax;
+pub mod target;
 
 pub use diag::{Code, Diagnostic, Diagnostics, Severity};
 pub use load::{Failed, Loaded, MAX_FILE_BYTES, Overrides, load_file, load_source, parse_override};

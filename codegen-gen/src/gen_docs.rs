@@ -1,0 +1,1 @@
+//! The ISA manual generator (Markdown and HTML via handlebars).

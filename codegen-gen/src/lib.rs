@@ -1,0 +1,53 @@
+//! Build-time generator: from a checked [`Machine`], the Rust of one target's
+//! instruction set — typed instruction enum, encoder and decoder, assembly
+//! printer and parser, scheduling tables, selector patterns — and its ISA
+//! manual (Markdown and HTML).
+//!
+//! One module per artifact; each Rust generator is `&Ctx -> syn::File`, built
+//! with `quote!` from small `emit_*` helpers and printed with `prettyplease`.
+//! Generators read the checked model, never syntax trees. Output is
+//! deterministic: generating twice gives identical bytes.
+
+#![deny(missing_docs)]
+
+pub mod gen_docs;
+
+use isa_specs::{Loaded, Machine, SourceMap, SpanKey, SpanTable};
+
+/// What every generator reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Ctx<'a> {
+    /// The checked machine, at default parameter values.
+    pub machine: &'a Machine,
+    /// Where each part was written.
+    pub spans: &'a SpanTable,
+    /// The files read.
+    pub sources: &'a SourceMap,
+    /// The description's path as cited in generated files (relative, e.g. `targets/toy.isa`).
+    pub spec_path: &'a str,
+    /// Where the source files are, relative to the workspace (prefix to strip from source names).
+    pub source_root: &'a str,
+}
+
+impl<'a> Ctx<'a> {
+    /// A context over a loaded description.
+    pub fn new(loaded: &'a Loaded, spec_path: &'a str, source_root: &'a str) -> Ctx<'a> {
+        Ctx { machine: &loaded.machine, spans: &loaded.spans, sources: &loaded.sources, spec_path, source_root }
+    }
+
+    /// `targets/x.isa:42` for a part of the model, with a relative path.
+    pub fn cite(&self, key: SpanKey) -> String {
+        let Some(span) = self.spans.get(key) else { return self.spec_path.to_owned() };
+        let file = self.sources.file(span.file);
+        let (line, _) = file.line_col(span.start as usize);
+        format!("{}:{line}", relative(&file.name, self.source_root))
+    }
+}
+
+/// A path with a root prefix removed and `/` separators, so generated files never hold absolute paths.
+pub fn relative(path: &str, root: &str) -> String {
+    let p = path.replace('\\', "/");
+    let root = root.replace('\\', "/");
+    let trimmed = p.strip_prefix(&root).unwrap_or(&p).trim_start_matches('/');
+    trimmed.to_owned()
+}
