@@ -10,7 +10,12 @@
 
 #![deny(missing_docs)]
 
+pub mod emit;
+pub mod gen_asm;
 pub mod gen_docs;
+pub mod gen_encode;
+pub mod gen_inst;
+pub mod gen_sched;
 
 use isa_specs::{Loaded, Machine, SourceMap, SpanKey, SpanTable};
 
@@ -32,12 +37,20 @@ pub struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     /// A context over a loaded description.
     pub fn new(loaded: &'a Loaded, spec_path: &'a str, source_root: &'a str) -> Ctx<'a> {
-        Ctx { machine: &loaded.machine, spans: &loaded.spans, sources: &loaded.sources, spec_path, source_root }
+        Ctx {
+            machine: &loaded.machine,
+            spans: &loaded.spans,
+            sources: &loaded.sources,
+            spec_path,
+            source_root,
+        }
     }
 
     /// `targets/x.isa:42` for a part of the model, with a relative path.
     pub fn cite(&self, key: SpanKey) -> String {
-        let Some(span) = self.spans.get(key) else { return self.spec_path.to_owned() };
+        let Some(span) = self.spans.get(key) else {
+            return self.spec_path.to_owned();
+        };
         let file = self.sources.file(span.file);
         let (line, _) = file.line_col(span.start as usize);
         format!("{}:{line}", relative(&file.name, self.source_root))
@@ -50,4 +63,46 @@ pub fn relative(path: &str, root: &str) -> String {
     let root = root.replace('\\', "/");
     let trimmed = p.strip_prefix(&root).unwrap_or(&p).trim_start_matches('/');
     trimmed.to_owned()
+}
+
+/// One generated file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedFile {
+    /// The artifact, e.g. `inst`; the file is `<target>_<artifact>.rs`.
+    pub artifact: &'static str,
+    /// The file's text.
+    pub text: String,
+}
+
+/// The Rust artifacts of one target, in a fixed order.
+pub const ARTIFACTS: [&str; 4] = ["inst", "encode", "asm", "sched"];
+
+/// Generates every Rust artifact of one target.
+pub fn generate_all(ctx: &Ctx) -> Vec<GeneratedFile> {
+    let gens: [(&'static str, fn(&Ctx) -> syn::File); 4] = [
+        ("inst", gen_inst::generate),
+        ("encode", gen_encode::generate),
+        ("asm", gen_asm::generate),
+        ("sched", gen_sched::generate),
+    ];
+    gens.iter()
+        .map(|(artifact, g)| GeneratedFile {
+            artifact,
+            text: emit::print_file(ctx, artifact, &g(ctx)),
+        })
+        .collect()
+}
+
+/// The Rust-safe stem of a target name: `vliw-systolic` -> `vliw_systolic`.
+pub fn stem(target: &str) -> String {
+    target
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }

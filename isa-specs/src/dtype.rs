@@ -7,7 +7,11 @@ use crate::model::DType;
 /// Rounds half to even.
 fn round_even(x: f64) -> f64 {
     let r = x.round();
-    if (x - x.trunc()).abs() == 0.5 { 2.0 * (x / 2.0).round() } else { r }
+    if (x - x.trunc()).abs() == 0.5 {
+        2.0 * (x / 2.0).round()
+    } else {
+        r
+    }
 }
 
 /// An IEEE-style binary float with `exp_bits` exponent and `man_bits` mantissa bits.
@@ -25,14 +29,26 @@ impl MiniFloat {
     }
 
     fn max_finite(self) -> f64 {
-        let max_exp = if self.ieee_specials { (1 << self.exp_bits) - 2 } else { (1 << self.exp_bits) - 1 };
-        let max_man = if self.ieee_specials { (1u64 << self.man_bits) - 1 } else { (1u64 << self.man_bits) - 2 };
+        let max_exp = if self.ieee_specials {
+            (1 << self.exp_bits) - 2
+        } else {
+            (1 << self.exp_bits) - 1
+        };
+        let max_man = if self.ieee_specials {
+            (1u64 << self.man_bits) - 1
+        } else {
+            (1u64 << self.man_bits) - 2
+        };
         (1.0 + max_man as f64 / f64::from(1u32 << self.man_bits)) * 2f64.powi(max_exp - self.bias())
     }
 
     fn nan(self) -> u64 {
         let e = (1u64 << self.exp_bits) - 1;
-        let m = if self.ieee_specials { 1u64 << (self.man_bits - 1) } else { (1u64 << self.man_bits) - 1 };
+        let m = if self.ieee_specials {
+            1u64 << (self.man_bits - 1)
+        } else {
+            (1u64 << self.man_bits) - 1
+        };
         (e << self.man_bits) | m
     }
 
@@ -43,7 +59,11 @@ impl MiniFloat {
         }
         let a = f64::from(x.abs());
         let min_normal_exp = 1 - self.bias();
-        let e = if a == 0.0 { min_normal_exp } else { (a.log2().floor() as i32).max(min_normal_exp) };
+        let e = if a == 0.0 {
+            min_normal_exp
+        } else {
+            (a.log2().floor() as i32).max(min_normal_exp)
+        };
         let quantum = 2f64.powi(e - self.man_bits as i32);
         let r = round_even(a / quantum) * quantum;
         if r > self.max_finite() || a.is_infinite() {
@@ -63,7 +83,11 @@ impl MiniFloat {
     }
 
     fn decode(self, bits: u64) -> f32 {
-        let sign = if (bits >> (self.exp_bits + self.man_bits)) & 1 == 1 { -1.0 } else { 1.0 };
+        let sign = if (bits >> (self.exp_bits + self.man_bits)) & 1 == 1 {
+            -1.0
+        } else {
+            1.0
+        };
         let e = ((bits >> self.man_bits) & ((1 << self.exp_bits) - 1)) as i32;
         let m = bits & ((1 << self.man_bits) - 1);
         let all_ones = (1 << self.exp_bits) - 1;
@@ -81,8 +105,16 @@ impl MiniFloat {
     }
 }
 
-const E4M3: MiniFloat = MiniFloat { exp_bits: 4, man_bits: 3, ieee_specials: false };
-const E5M2: MiniFloat = MiniFloat { exp_bits: 5, man_bits: 2, ieee_specials: true };
+const E4M3: MiniFloat = MiniFloat {
+    exp_bits: 4,
+    man_bits: 3,
+    ieee_specials: false,
+};
+const E5M2: MiniFloat = MiniFloat {
+    exp_bits: 5,
+    man_bits: 2,
+    ieee_specials: true,
+};
 
 /// The raw bits of `x` converted to a floating-point `dtype` (f32 for integer types).
 pub fn encode_real(dtype: DType, x: f32) -> u64 {
@@ -109,12 +141,20 @@ pub fn decode_real(dtype: DType, bits: u64) -> f32 {
 /// Rounds an f64 to the value `dtype` holds: floats round to nearest even;
 /// integers round to nearest even and saturate; NaN becomes 0 in integers.
 pub fn quantize(dtype: DType, x: f64) -> f64 {
-    let sat = |lo: f64, hi: f64| if x.is_nan() { 0.0 } else { round_even(x).clamp(lo, hi) };
+    let sat = |lo: f64, hi: f64| {
+        if x.is_nan() {
+            0.0
+        } else {
+            round_even(x).clamp(lo, hi)
+        }
+    };
     match dtype {
         DType::F32 => f64::from(x as f32),
         DType::Bf16 => f64::from(half::bf16::from_f64(x).to_f32()),
         DType::F16 => f64::from(half::f16::from_f64(x).to_f32()),
-        DType::Fp8E4M3 | DType::Fp8E5M2 => f64::from(decode_real(dtype, encode_real(dtype, x as f32))),
+        DType::Fp8E4M3 | DType::Fp8E5M2 => {
+            f64::from(decode_real(dtype, encode_real(dtype, x as f32)))
+        }
         DType::I8 => sat(-128.0, 127.0),
         DType::U8 => sat(0.0, 255.0),
         DType::I16 => sat(-32768.0, 32767.0),

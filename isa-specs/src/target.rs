@@ -98,11 +98,27 @@ pub enum EncodeError {
 impl std::fmt::Display for EncodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            EncodeError::Arity { inst, expected, found } => write!(f, "`{inst}` takes {expected} operands, not {found}"),
-            EncodeError::Kind { inst, operand, expected } => write!(f, "operand `{operand}` of `{inst}` must be {expected}"),
-            EncodeError::Range { inst, operand, reason } => write!(f, "operand `{operand}` of `{inst}`: {reason}"),
-            EncodeError::Slot { inst, slot } => write!(f, "`{inst}` cannot issue from slot `{slot}`"),
-            EncodeError::SlotTaken { slot } => write!(f, "two instructions in slot `{slot}` of one bundle"),
+            EncodeError::Arity {
+                inst,
+                expected,
+                found,
+            } => write!(f, "`{inst}` takes {expected} operands, not {found}"),
+            EncodeError::Kind {
+                inst,
+                operand,
+                expected,
+            } => write!(f, "operand `{operand}` of `{inst}` must be {expected}"),
+            EncodeError::Range {
+                inst,
+                operand,
+                reason,
+            } => write!(f, "operand `{operand}` of `{inst}`: {reason}"),
+            EncodeError::Slot { inst, slot } => {
+                write!(f, "`{inst}` cannot issue from slot `{slot}`")
+            }
+            EncodeError::SlotTaken { slot } => {
+                write!(f, "two instructions in slot `{slot}` of one bundle")
+            }
         }
     }
 }
@@ -140,10 +156,19 @@ pub enum DecodeError {
 impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DecodeError::Illegal { slot, bits } => write!(f, "illegal encoding in slot `{slot}`: {bits}"),
-            DecodeError::Operand { inst, operand, reason } => write!(f, "`{inst}` operand `{operand}`: {reason}"),
+            DecodeError::Illegal { slot, bits } => {
+                write!(f, "illegal encoding in slot `{slot}`: {bits}")
+            }
+            DecodeError::Operand {
+                inst,
+                operand,
+                reason,
+            } => write!(f, "`{inst}` operand `{operand}`: {reason}"),
             DecodeError::Length { bytes, word_bytes } => {
-                write!(f, "{bytes} bytes of microcode is not a whole number of {word_bytes}-byte words")
+                write!(
+                    f,
+                    "{bytes} bytes of microcode is not a whole number of {word_bytes}-byte words"
+                )
             }
         }
     }
@@ -187,7 +212,10 @@ pub mod bits {
     /// Hex digits of a `width`-bit value, most significant first.
     pub fn hex(w: &[u64], width: u32) -> String {
         let digits = width.div_ceil(4);
-        (0..digits).rev().map(|d| format!("{:x}", get(w, d * 4, 4.min(width - d * 4)))).collect()
+        (0..digits)
+            .rev()
+            .map(|d| format!("{:x}", get(w, d * 4, 4.min(width - d * 4))))
+            .collect()
     }
 
     /// Copies `width` bits from `src` (starting at bit 0) into `dst` at bit `lo`.
@@ -214,25 +242,46 @@ pub mod bits {
 }
 
 /// Checks an operand value against the machine in force and returns the raw field contents.
-pub fn operand_to_field(machine: &Machine, inst: &Instruction, index: usize, value: OpValue) -> Result<u64, EncodeError> {
+pub fn operand_to_field(
+    machine: &Machine,
+    inst: &Instruction,
+    index: usize,
+    value: OpValue,
+) -> Result<u64, EncodeError> {
     let op = &inst.operands[index];
-    let range = |reason: String| EncodeError::Range { inst: inst.name.clone(), operand: op.name.clone(), reason };
-    let kind = |expected| EncodeError::Kind { inst: inst.name.clone(), operand: op.name.clone(), expected };
+    let range = |reason: String| EncodeError::Range {
+        inst: inst.name.clone(),
+        operand: op.name.clone(),
+        reason,
+    };
+    let kind = |expected| EncodeError::Kind {
+        inst: inst.name.clone(),
+        operand: op.name.clone(),
+        expected,
+    };
     match (&op.kind, value) {
         (OperandKind::Reg { file, .. }, OpValue::Reg(r)) => {
             let rf = &machine.regfiles[file.index()];
             if i64::from(r) >= rf.count.value {
-                return Err(range(format!("register {r} of `{}`, which has {}", rf.name, rf.count.value)));
+                return Err(range(format!(
+                    "register {r} of `{}`, which has {}",
+                    rf.name, rf.count.value
+                )));
             }
             Ok(u64::from(r))
         }
         (OperandKind::Mem { mem, align, .. }, OpValue::Addr(a)) => {
             let m = &machine.memories[mem.index()];
             if a % align != 0 {
-                return Err(range(format!("address {a:#x} is not a multiple of {align}")));
+                return Err(range(format!(
+                    "address {a:#x} is not a multiple of {align}"
+                )));
             }
             if i128::from(a) >= i128::from(m.size.value) {
-                return Err(range(format!("address {a:#x} is outside `{}` ({} bytes)", m.name, m.size.value)));
+                return Err(range(format!(
+                    "address {a:#x} is outside `{}` ({} bytes)",
+                    m.name, m.size.value
+                )));
             }
             Ok(a / align)
         }
@@ -242,11 +291,16 @@ pub fn operand_to_field(machine: &Machine, inst: &Instruction, index: usize, val
             }
             Ok(v as u64)
         }
-        (OperandKind::ImmReal { dtype }, OpValue::Real(x)) => Ok(crate::dtype::encode_real(*dtype, x)),
+        (OperandKind::ImmReal { dtype }, OpValue::Real(x)) => {
+            Ok(crate::dtype::encode_real(*dtype, x))
+        }
         (OperandKind::Sem { bank }, OpValue::Sem(s)) => {
             let b = &machine.semaphores[bank.index()];
             if i64::from(s) >= b.count.value {
-                return Err(range(format!("semaphore {s} of `{}`, which has {}", b.name, b.count.value)));
+                return Err(range(format!(
+                    "semaphore {s} of `{}`, which has {}",
+                    b.name, b.count.value
+                )));
             }
             Ok(u64::from(s))
         }
@@ -259,16 +313,37 @@ pub fn operand_to_field(machine: &Machine, inst: &Instruction, index: usize, val
 }
 
 /// Turns raw field contents back into an operand value, checking it against the machine in force.
-pub fn field_to_operand(machine: &Machine, inst: &Instruction, index: usize, raw: u64, width: u32) -> Result<OpValue, DecodeError> {
+pub fn field_to_operand(
+    machine: &Machine,
+    inst: &Instruction,
+    index: usize,
+    raw: u64,
+    width: u32,
+) -> Result<OpValue, DecodeError> {
     let op = &inst.operands[index];
-    let bad = |reason: String| DecodeError::Operand { inst: inst.name.clone(), operand: op.name.clone(), reason };
+    let bad = |reason: String| DecodeError::Operand {
+        inst: inst.name.clone(),
+        operand: op.name.clone(),
+        reason,
+    };
     let value = match &op.kind {
-        OperandKind::Reg { .. } => OpValue::Reg(u32::try_from(raw).map_err(|_| bad(format!("register {raw}")))?),
-        OperandKind::Sem { .. } => OpValue::Sem(u32::try_from(raw).map_err(|_| bad(format!("semaphore {raw}")))?),
-        OperandKind::Mem { align, .. } => OpValue::Addr(raw.checked_mul(*align).ok_or_else(|| bad(format!("address {raw} overflows")))?),
+        OperandKind::Reg { .. } => {
+            OpValue::Reg(u32::try_from(raw).map_err(|_| bad(format!("register {raw}")))?)
+        }
+        OperandKind::Sem { .. } => {
+            OpValue::Sem(u32::try_from(raw).map_err(|_| bad(format!("semaphore {raw}")))?)
+        }
+        OperandKind::Mem { align, .. } => OpValue::Addr(
+            raw.checked_mul(*align)
+                .ok_or_else(|| bad(format!("address {raw} overflows")))?,
+        ),
         OperandKind::Imm { lo, .. } => {
             // Negative ranges are two's complement in their field.
-            let v = if *lo < 0 && width < 64 && (raw >> (width - 1)) & 1 == 1 { (raw | (!0u64 << width)) as i64 } else { raw as i64 };
+            let v = if *lo < 0 && width < 64 && (raw >> (width - 1)) & 1 == 1 {
+                (raw | (!0u64 << width)) as i64
+            } else {
+                raw as i64
+            };
             OpValue::Imm(v)
         }
         OperandKind::ImmReal { dtype } => OpValue::Real(crate::dtype::decode_real(*dtype, raw)),
@@ -276,4 +351,498 @@ pub fn field_to_operand(machine: &Machine, inst: &Instruction, index: usize, raw
     // Re-check as the encoder would: a field may hold a value the machine does not allow.
     operand_to_field(machine, inst, index, value).map_err(|e| bad(e.to_string()))?;
     Ok(value)
+}
+
+/// Typed operand decoding for generated decoders: the field's value as the operand's Rust type.
+pub mod field {
+    use super::{DecodeError, Instruction, Machine, OpValue, field_to_operand};
+
+    fn mismatch(inst: &Instruction, index: usize) -> DecodeError {
+        DecodeError::Operand {
+            inst: inst.name.clone(),
+            operand: inst
+                .operands
+                .get(index)
+                .map_or_else(String::new, |o| o.name.clone()),
+            reason: "operand kind does not match the generated decoder (a bug)".to_owned(),
+        }
+    }
+
+    /// A register index.
+    pub fn reg(
+        m: &Machine,
+        inst: &Instruction,
+        index: usize,
+        raw: u64,
+        width: u32,
+    ) -> Result<u32, DecodeError> {
+        match field_to_operand(m, inst, index, raw, width)? {
+            OpValue::Reg(r) => Ok(r),
+            _ => Err(mismatch(inst, index)),
+        }
+    }
+
+    /// A byte address.
+    pub fn addr(
+        m: &Machine,
+        inst: &Instruction,
+        index: usize,
+        raw: u64,
+        width: u32,
+    ) -> Result<u64, DecodeError> {
+        match field_to_operand(m, inst, index, raw, width)? {
+            OpValue::Addr(a) => Ok(a),
+            _ => Err(mismatch(inst, index)),
+        }
+    }
+
+    /// An integer immediate.
+    pub fn imm(
+        m: &Machine,
+        inst: &Instruction,
+        index: usize,
+        raw: u64,
+        width: u32,
+    ) -> Result<i64, DecodeError> {
+        match field_to_operand(m, inst, index, raw, width)? {
+            OpValue::Imm(v) => Ok(v),
+            _ => Err(mismatch(inst, index)),
+        }
+    }
+
+    /// A real immediate.
+    pub fn real(
+        m: &Machine,
+        inst: &Instruction,
+        index: usize,
+        raw: u64,
+        width: u32,
+    ) -> Result<f32, DecodeError> {
+        match field_to_operand(m, inst, index, raw, width)? {
+            OpValue::Real(x) => Ok(x),
+            _ => Err(mismatch(inst, index)),
+        }
+    }
+
+    /// A semaphore index.
+    pub fn sem(
+        m: &Machine,
+        inst: &Instruction,
+        index: usize,
+        raw: u64,
+        width: u32,
+    ) -> Result<u32, DecodeError> {
+        match field_to_operand(m, inst, index, raw, width)? {
+            OpValue::Sem(s) => Ok(s),
+            _ => Err(mismatch(inst, index)),
+        }
+    }
+}
+
+/// Arithmetic for generated timing and energy code, with the semantics of
+/// [`crate::eval`] but total: it never panics (division by zero gives 0;
+/// overflow wraps), since the checker already proved the expressions defined.
+pub mod rt {
+    /// Integer division truncating toward zero.
+    pub fn div(a: i64, b: i64) -> i64 {
+        a.checked_div(b).unwrap_or(0)
+    }
+    /// Integer remainder.
+    pub fn rem(a: i64, b: i64) -> i64 {
+        a.checked_rem(b).unwrap_or(0)
+    }
+    /// Real division.
+    pub fn fdiv(a: f64, b: f64) -> f64 {
+        if b == 0.0 { 0.0 } else { a / b }
+    }
+    /// Real remainder.
+    pub fn frem(a: f64, b: f64) -> f64 {
+        if b == 0.0 { 0.0 } else { a % b }
+    }
+    /// `a / b` rounded up.
+    pub fn ceil_div(a: i64, b: i64) -> i64 {
+        if b == 0 {
+            return 0;
+        }
+        let q = a.wrapping_div(b);
+        q + i64::from(a % b != 0 && ((a < 0) == (b < 0)))
+    }
+    /// `a` rounded up to a multiple of `b`.
+    pub fn align_up(a: i64, b: i64) -> i64 {
+        if b <= 0 {
+            return a;
+        }
+        let r = a.rem_euclid(b);
+        if r == 0 { a } else { a.wrapping_add(b - r) }
+    }
+    /// Floor of the base-2 logarithm (0 for non-positive arguments).
+    pub fn log2(a: i64) -> i64 {
+        if a > 0 { i64::from(a.ilog2()) } else { 0 }
+    }
+    /// Two to the power `a` (0 outside 0..63).
+    pub fn pow2(a: i64) -> i64 {
+        if (0..63).contains(&a) { 1 << a } else { 0 }
+    }
+    /// The `i`th choice (the last one when out of range).
+    pub fn pick<T: Copy>(i: i64, choices: &[T]) -> T {
+        let last = choices.len().saturating_sub(1);
+        choices[usize::try_from(i).map_or(last, |i| i.min(last))]
+    }
+}
+
+/// Operand syntax shared by every generated assembler: registers `acc3`,
+/// addresses `@0x100`, immediates `42` / `-3` / `0x1f`, reals `1.5`, semaphores `tok2`.
+pub mod asm {
+    /// A problem in one line of assembly.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct AsmError(pub String);
+
+    impl std::fmt::Display for AsmError {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for AsmError {}
+
+    fn number(text: &str) -> Option<i128> {
+        let t = text.trim().replace('_', "");
+        let (neg, t) = t
+            .strip_prefix('-')
+            .map_or((false, t.as_str()), |r| (true, r));
+        let v = match t.strip_prefix("0x") {
+            Some(h) => i128::from_str_radix(h, 16).ok()?,
+            None => t.parse::<i128>().ok()?,
+        };
+        Some(if neg { -v } else { v })
+    }
+
+    /// `acc3` for register file `acc`.
+    pub fn reg(text: &str, file: &str) -> Result<u32, AsmError> {
+        let t = text.trim();
+        t.strip_prefix(file)
+            .and_then(|n| n.parse::<u32>().ok())
+            .ok_or_else(|| AsmError(format!("expected a register `{file}N`, found `{t}`")))
+    }
+
+    /// `tok2` for semaphore bank `tok`.
+    pub fn sem(text: &str, bank: &str) -> Result<u32, AsmError> {
+        let t = text.trim();
+        t.strip_prefix(bank)
+            .and_then(|n| n.parse::<u32>().ok())
+            .ok_or_else(|| AsmError(format!("expected a semaphore `{bank}N`, found `{t}`")))
+    }
+
+    /// `@0x100` or `@256`.
+    pub fn addr(text: &str) -> Result<u64, AsmError> {
+        let t = text.trim();
+        t.strip_prefix('@')
+            .and_then(number)
+            .and_then(|v| u64::try_from(v).ok())
+            .ok_or_else(|| AsmError(format!("expected an address `@0x...`, found `{t}`")))
+    }
+
+    /// `42`, `-3`, `0x1f`.
+    pub fn imm(text: &str) -> Result<i64, AsmError> {
+        let t = text.trim();
+        number(t)
+            .and_then(|v| i64::try_from(v).ok())
+            .ok_or_else(|| AsmError(format!("expected an integer, found `{t}`")))
+    }
+
+    /// `1.5`, `-0.25`, `1e-3`.
+    pub fn real(text: &str) -> Result<f32, AsmError> {
+        let t = text.trim();
+        t.parse::<f32>()
+            .map_err(|_| AsmError(format!("expected a real number, found `{t}`")))
+    }
+
+    /// Prints a real so that parsing it gives the same bits.
+    pub fn real_text(x: f32) -> String {
+        format!("{x:?}")
+    }
+
+    /// Splits `mnemonic a, b, c` into the mnemonic and its operands.
+    pub fn split(line: &str) -> (&str, Vec<&str>) {
+        let line = line.trim();
+        match line.split_once(char::is_whitespace) {
+            None => (line, Vec::new()),
+            Some((m, rest)) => (
+                m,
+                rest.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Message for an unknown mnemonic, with the closest known one.
+    pub fn unknown_mnemonic(mnemonic: &str, known: &[&str]) -> String {
+        super::unknown_mnemonic_text(mnemonic, known)
+    }
+
+    /// Checks an operand count.
+    pub fn arity(mnemonic: &str, args: &[&str], expected: usize) -> Result<(), AsmError> {
+        if args.len() == expected {
+            Ok(())
+        } else {
+            Err(AsmError(format!(
+                "`{mnemonic}` takes {expected} operands, found {}",
+                args.len()
+            )))
+        }
+    }
+}
+
+/// Checks that raw field contents fit a `width`-bit field (two's complement
+/// for immediates with negative ranges) and masks them to it.
+pub fn fit(inst: &Instruction, index: usize, raw: u64, width: u32) -> Result<u64, EncodeError> {
+    let op = &inst.operands[index];
+    let signed = matches!(op.kind, OperandKind::Imm { lo, .. } if lo < 0);
+    let mask = if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    };
+    let fits = if width >= 64 {
+        true
+    } else if signed {
+        let v = raw as i64;
+        let half = 1i64 << (width - 1);
+        (-half..half).contains(&v)
+    } else {
+        raw >> width == 0
+    };
+    if fits {
+        Ok(raw & mask)
+    } else {
+        Err(EncodeError::Range {
+            inst: inst.name.clone(),
+            operand: op.name.clone(),
+            reason: format!(
+                "value {raw:#x} does not fit its {width}-bit field (the parameters in force allow more than the encoding can hold)"
+            ),
+        })
+    }
+}
+
+/// What a generated target provides, through target-independent instruction instances.
+pub trait Isa: Send + Sync + std::fmt::Debug {
+    /// Encodes one instruction into its slot's bits (slot-local, bit 0 first).
+    fn encode_inst(&self, m: &Machine, inst: &MInst, w: &mut [u64]) -> Result<(), EncodeError>;
+    /// Decodes one slot's bits; `None` for the empty (all-zero) slot.
+    fn decode_inst(
+        &self,
+        m: &Machine,
+        slot: SlotId,
+        w: &[u64],
+    ) -> Result<Option<MInst>, DecodeError>;
+    /// Assembly text of one instruction.
+    fn print_inst(&self, m: &Machine, inst: &MInst) -> String;
+    /// Parses the assembly text of one instruction.
+    fn parse_inst(&self, m: &Machine, text: &str) -> Result<MInst, asm::AsmError>;
+    /// Cycles from issue until results are visible.
+    fn latency(&self, m: &Machine, inst: &MInst) -> i64;
+    /// Cycles the unit stays busy.
+    fn occupancy(&self, m: &Machine, inst: &MInst) -> i64;
+    /// Dynamic energy in pJ.
+    fn energy(&self, m: &Machine, inst: &MInst) -> f64;
+}
+
+/// Bytes of one microcode word.
+pub fn word_bytes(m: &Machine) -> usize {
+    m.word_bits.div_ceil(8) as usize
+}
+
+/// Encodes a bundle into one microcode word (little-endian bytes).
+pub fn encode_bundle(isa: &dyn Isa, m: &Machine, bundle: &Bundle) -> Result<Vec<u8>, EncodeError> {
+    let mut word = vec![0u64; bits::words(m.word_bits)];
+    let mut used = vec![false; m.slots.len()];
+    for (slot, inst) in &bundle.ops {
+        let s = &m.slots[slot.index()];
+        let def = &m.instructions[inst.inst.index()];
+        if !def.timing.slots.contains(slot) {
+            return Err(EncodeError::Slot {
+                inst: def.name.clone(),
+                slot: s.name.clone(),
+            });
+        }
+        if std::mem::replace(&mut used[slot.index()], true) {
+            return Err(EncodeError::SlotTaken {
+                slot: s.name.clone(),
+            });
+        }
+        let mut w = vec![0u64; bits::words(s.width())];
+        isa.encode_inst(m, inst, &mut w)?;
+        check_constraints(m, inst)?;
+        bits::insert(&mut word, s.lo, s.width(), &w);
+    }
+    let mut bytes: Vec<u8> = word.iter().flat_map(|w| w.to_le_bytes()).collect();
+    bytes.truncate(word_bytes(m));
+    Ok(bytes)
+}
+
+/// Decodes one microcode word (little-endian bytes) into a bundle.
+pub fn decode_bundle(isa: &dyn Isa, m: &Machine, bytes: &[u8]) -> Result<Bundle, DecodeError> {
+    let mut word = vec![0u64; bits::words(m.word_bits)];
+    for (i, b) in bytes.iter().enumerate().take(word_bytes(m)) {
+        word[i / 8] |= u64::from(*b) << ((i % 8) * 8);
+    }
+    let mut bundle = Bundle::default();
+    let mut covered = vec![0u64; word.len()];
+    for (si, s) in m.slots.iter().enumerate() {
+        let w = bits::extract(&word, s.lo, s.width());
+        bits::insert(
+            &mut covered,
+            s.lo,
+            s.width(),
+            &vec![u64::MAX; bits::words(s.width())],
+        );
+        if let Some(inst) = isa.decode_inst(m, SlotId::from_index(si), &w)? {
+            check_constraints(m, &inst).map_err(|e| DecodeError::Operand {
+                inst: m.instructions[inst.inst.index()].name.clone(),
+                operand: "(constraint)".to_owned(),
+                reason: e.to_string(),
+            })?;
+            bundle.ops.push((SlotId::from_index(si), inst));
+        }
+    }
+    // Bits outside every slot must be zero.
+    let stray: Vec<u64> = word.iter().zip(&covered).map(|(w, c)| w & !c).collect();
+    if !bits::is_zero(&stray) {
+        return Err(DecodeError::Illegal {
+            slot: "(no slot)".to_owned(),
+            bits: bits::hex(&stray, m.word_bits),
+        });
+    }
+    Ok(bundle)
+}
+
+/// Splits microcode into words and decodes them all.
+pub fn decode_program(
+    isa: &dyn Isa,
+    m: &Machine,
+    code: &[u8],
+) -> Result<Vec<Bundle>, (usize, DecodeError)> {
+    let wb = word_bytes(m);
+    if code.len() % wb != 0 {
+        return Err((
+            0,
+            DecodeError::Length {
+                bytes: code.len(),
+                word_bytes: wb,
+            },
+        ));
+    }
+    code.chunks(wb)
+        .enumerate()
+        .map(|(i, c)| decode_bundle(isa, m, c).map_err(|e| (i, e)))
+        .collect()
+}
+
+/// Assembly of a bundle: its instructions separated by ` || `; `{}` for the empty bundle.
+pub fn print_bundle(isa: &dyn Isa, m: &Machine, bundle: &Bundle) -> String {
+    if bundle.ops.is_empty() {
+        return "{}".to_owned();
+    }
+    bundle
+        .ops
+        .iter()
+        .map(|(_, i)| isa.print_inst(m, i))
+        .collect::<Vec<_>>()
+        .join(" || ")
+}
+
+/// Parses one line of bundle assembly (`a || b`, `{}` for an empty bundle, and
+/// `nop` for one unless the machine has a `nop` instruction); each instruction
+/// goes to the first free slot it may issue from.
+pub fn parse_bundle(isa: &dyn Isa, m: &Machine, line: &str) -> Result<Bundle, asm::AsmError> {
+    let mut bundle = Bundle::default();
+    let mut used = vec![false; m.slots.len()];
+    for text in line.split("||").map(str::trim).filter(|t| !t.is_empty()) {
+        if text == "{}" || (text == "nop" && m.instruction("nop").is_none()) {
+            continue;
+        }
+        let inst = isa.parse_inst(m, text)?;
+        let def = &m.instructions[inst.inst.index()];
+        let Some(slot) = def.timing.slots.iter().copied().find(|s| !used[s.index()]) else {
+            let slots: Vec<&str> = def
+                .timing
+                .slots
+                .iter()
+                .map(|s| m.slots[s.index()].name.as_str())
+                .collect();
+            return Err(asm::AsmError(format!(
+                "no free slot for `{}` in this bundle (it issues from {})",
+                def.name,
+                slots.join(", ")
+            )));
+        };
+        used[slot.index()] = true;
+        bundle.ops.push((slot, inst));
+    }
+    bundle.ops.sort_by_key(|(s, _)| *s);
+    Ok(bundle)
+}
+
+impl asm::AsmError {
+    /// Prefixes the message with a place, e.g. `prog.s:12`.
+    pub fn at(self, place: &str) -> asm::AsmError {
+        asm::AsmError(format!("{place}: {}", self.0))
+    }
+}
+
+/// Message for an unknown mnemonic, with the closest known one.
+pub fn unknown_mnemonic_text(mnemonic: &str, known: &[&str]) -> String {
+    let best = known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(mnemonic, k), *k))
+        .filter(|(d, _)| *d <= 2)
+        .min();
+    match best {
+        Some((_, k)) => format!("unknown instruction `{mnemonic}`; did you mean `{k}`?"),
+        None => format!("unknown instruction `{mnemonic}`"),
+    }
+}
+
+/// The values an expression over an instruction's operands sees: immediates by operand id.
+pub fn operand_env(inst: &MInst) -> Vec<Option<i64>> {
+    inst.operands.iter().map(|v| v.as_int()).collect()
+}
+
+/// Checks an instruction instance's constraints (beyond operand ranges) against the machine in force.
+pub fn check_constraints(m: &Machine, inst: &MInst) -> Result<(), EncodeError> {
+    let def = &m.instructions[inst.inst.index()];
+    let params: Vec<i64> = m.params.iter().map(|p| p.value).collect();
+    let ops = operand_env(inst);
+    let env = crate::eval::WithOperands {
+        params: &params,
+        operands: &ops,
+    };
+    for k in &def.constraints {
+        let (a, b) = (
+            crate::eval::eval(&k.lhs, &env),
+            crate::eval::eval(&k.rhs, &env),
+        );
+        let holds = matches!((a, b), (Ok(a), Ok(b)) if k.op.holds(a.as_f64(), b.as_f64()));
+        if !holds {
+            let names: Vec<String> = def
+                .operands
+                .iter()
+                .zip(&inst.operands)
+                .filter_map(|(o, v)| v.as_int().map(|v| format!("{} = {v}", o.name)))
+                .collect();
+            return Err(EncodeError::Range {
+                inst: def.name.clone(),
+                operand: "(constraint)".to_owned(),
+                reason: format!(
+                    "a constraint of `{}` does not hold ({})",
+                    def.name,
+                    names.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
 }

@@ -1,10 +1,11 @@
-//! The shipped machines: every `targets/*.isa`, checked at build time.
+//! The shipped machines: every `targets/*.isa`, checked and generated at build time.
 //!
-//! A target is reached only through this registry ([`all`], [`by_name`]);
-//! nothing outside this crate names a concrete machine. Adding a machine is
-//! adding a `.isa` file here: no Rust edit.
+//! A target is reached only through this registry ([`all`], [`by_name`]) and
+//! the [`Isa`] interface; nothing outside this crate names a concrete
+//! machine. Adding a machine is adding a `.isa` file here: no Rust edit.
 
 use isa_specs::Machine;
+use isa_specs::target::Isa;
 use std::sync::OnceLock;
 
 /// A registry entry as the build script writes it.
@@ -14,9 +15,123 @@ pub struct Entry {
     pub file: &'static str,
     /// The checked machine model at default parameters, as RON.
     pub model: &'static str,
+    /// The generated instruction set.
+    pub isa: &'static dyn Isa,
 }
 
-include!(concat!(env!("OUT_DIR"), "/registry.rs"));
+/// The one shim that includes generated code: one module per target, one submodule per artifact.
+macro_rules! target {
+    ($stem:ident, $file:literal, $model:literal) => {
+        #[doc = concat!("Generated from `", $file, "`.")]
+        pub mod $stem {
+            /// The typed instruction enum.
+            #[allow(clippy::all, clippy::pedantic, unused, reason = "generated code")]
+            pub mod inst {
+                include!(concat!(env!("OUT_DIR"), "/", stringify!($stem), "_inst.rs"));
+            }
+            /// The encoder and decoder.
+            #[allow(clippy::all, clippy::pedantic, unused, reason = "generated code")]
+            pub mod encode {
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/",
+                    stringify!($stem),
+                    "_encode.rs"
+                ));
+            }
+            /// The assembly printer and parser.
+            #[allow(clippy::all, clippy::pedantic, unused, reason = "generated code")]
+            pub mod asm {
+                include!(concat!(env!("OUT_DIR"), "/", stringify!($stem), "_asm.rs"));
+            }
+            /// The scheduling tables.
+            #[allow(clippy::all, clippy::pedantic, unused, reason = "generated code")]
+            pub mod sched {
+                include!(concat!(
+                    env!("OUT_DIR"),
+                    "/",
+                    stringify!($stem),
+                    "_sched.rs"
+                ));
+            }
+
+            /// The generated instruction set behind the target-independent interface.
+            #[derive(Debug)]
+            pub struct Isa;
+
+            impl Isa {
+                fn typed(
+                    m: &isa_specs::Machine,
+                    i: &isa_specs::target::MInst,
+                ) -> Result<inst::Inst, isa_specs::target::EncodeError> {
+                    inst::Inst::from_minst(i).ok_or_else(|| isa_specs::target::EncodeError::Arity {
+                        inst: m
+                            .instructions
+                            .get(i.inst.index())
+                            .map_or_else(|| format!("#{}", i.inst.0), |d| d.name.clone()),
+                        expected: m
+                            .instructions
+                            .get(i.inst.index())
+                            .map_or(0, |d| d.operands.len()),
+                        found: i.operands.len(),
+                    })
+                }
+            }
+
+            impl isa_specs::target::Isa for Isa {
+                fn encode_inst(
+                    &self,
+                    m: &isa_specs::Machine,
+                    i: &isa_specs::target::MInst,
+                    w: &mut [u64],
+                ) -> Result<(), isa_specs::target::EncodeError> {
+                    encode::encode(m, &Self::typed(m, i)?, w)
+                }
+                fn decode_inst(
+                    &self,
+                    m: &isa_specs::Machine,
+                    slot: isa_specs::model::SlotId,
+                    w: &[u64],
+                ) -> Result<Option<isa_specs::target::MInst>, isa_specs::target::DecodeError>
+                {
+                    Ok(encode::decode(m, slot, w)?.map(|i| i.to_minst()))
+                }
+                fn print_inst(
+                    &self,
+                    m: &isa_specs::Machine,
+                    i: &isa_specs::target::MInst,
+                ) -> String {
+                    Self::typed(m, i).map_or_else(|e| format!("<{e}>"), |i| asm::print(&i))
+                }
+                fn parse_inst(
+                    &self,
+                    _m: &isa_specs::Machine,
+                    text: &str,
+                ) -> Result<isa_specs::target::MInst, isa_specs::target::asm::AsmError> {
+                    asm::parse(text).map(|i| i.to_minst())
+                }
+                fn latency(&self, m: &isa_specs::Machine, i: &isa_specs::target::MInst) -> i64 {
+                    Self::typed(m, i).map_or(1, |i| sched::latency(m, &i))
+                }
+                fn occupancy(&self, m: &isa_specs::Machine, i: &isa_specs::target::MInst) -> i64 {
+                    Self::typed(m, i).map_or(1, |i| sched::occupancy(m, &i))
+                }
+                fn energy(&self, m: &isa_specs::Machine, i: &isa_specs::target::MInst) -> f64 {
+                    Self::typed(m, i).map_or(0.0, |i| sched::energy(m, &i))
+                }
+            }
+
+            /// This target's registry entry.
+            pub const ENTRY: crate::Entry = crate::Entry {
+                file: $file,
+                model: $model,
+                isa: &Isa,
+            };
+        }
+    };
+}
+
+include!(concat!(env!("OUT_DIR"), "/targets.rs"));
 
 /// A shipped machine.
 #[derive(Debug)]
@@ -24,6 +139,7 @@ pub struct Target {
     /// The description file, relative to the workspace root.
     pub file: &'static str,
     machine: Machine,
+    isa: &'static dyn Isa,
 }
 
 impl Target {
@@ -35,6 +151,11 @@ impl Target {
     /// The target's name, e.g. `vliw-systolic`.
     pub fn name(&self) -> &str {
         &self.machine.name
+    }
+
+    /// The generated instruction set.
+    pub fn isa(&self) -> &'static dyn Isa {
+        self.isa
     }
 }
 
@@ -49,6 +170,7 @@ pub fn all() -> &'static [Target] {
                 // The build script wrote this RON from a checked model; failing to read it back is a bug.
                 machine: ron::from_str(e.model)
                     .unwrap_or_else(|err| panic!("registry entry {} is corrupt: {err}", e.file)),
+                isa: e.isa,
             })
             .collect()
     })
