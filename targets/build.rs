@@ -61,7 +61,22 @@ fn main() {
             }
         }
         let model = ron::to_string(&loaded.machine).expect("a checked machine always serialises");
-        let _ = writeln!(list, "target!({stem}, {shown:?}, {model:?});");
+        let files: Vec<String> = loaded
+            .sources
+            .files()
+            .map(|(_, f)| {
+                format!(
+                    "({:?}, {:?})",
+                    codegen_gen::relative(&f.name, &root),
+                    f.text
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            list,
+            "target!({stem}, {shown:?}, {model:?}, [{}]);",
+            files.join(", ")
+        );
     }
     if failed {
         eprintln!(

@@ -177,3 +177,152 @@ fn help_documents_exit_codes() {
         "{text}"
     );
 }
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tessera-cli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// One bundle per instruction of a target, with operands taken from the target's encoding-table snapshot.
+fn sample_program(target: &str) -> String {
+    let snap = root().join(format!(
+        "targets/tests/snapshots/roundtrip__encoding_table_{target}.snap"
+    ));
+    let text = std::fs::read_to_string(snap).expect("encoding table snapshot");
+    text.lines()
+        .skip_while(|l| !l.starts_with("instruction"))
+        .skip(1)
+        .map(|l| l.split_whitespace().skip(2).collect::<Vec<_>>().join(" "))
+        .filter(|asm| !asm.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn asm_disasm_round_trip_on_every_target() {
+    let dir = temp_dir("asm");
+    for target in shipped().iter().map(|f| {
+        f.trim_start_matches("targets/")
+            .trim_end_matches(".isa")
+            .to_owned()
+    }) {
+        let src = dir.join(format!("{target}.s"));
+        std::fs::write(&src, sample_program(&target)).expect("write asm");
+        let prog = dir.join(format!("{target}.tsr"));
+        let out = tessera(&[
+            "asm",
+            src.to_str().expect("utf8"),
+            "--target",
+            &target,
+            "-o",
+            prog.to_str().expect("utf8"),
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{target}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dis = tessera(&["disasm", prog.to_str().expect("utf8")]);
+        assert_eq!(
+            dis.status.code(),
+            Some(0),
+            "{target}: {}",
+            String::from_utf8_lossy(&dis.stderr)
+        );
+        let again = dir.join(format!("{target}-again.s"));
+        std::fs::write(&again, &dis.stdout).expect("write");
+        let prog2 = dir.join(format!("{target}-again.tsr"));
+        let out = tessera(&[
+            "asm",
+            again.to_str().expect("utf8"),
+            "--target",
+            &target,
+            "-o",
+            prog2.to_str().expect("utf8"),
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{target}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            std::fs::read(&prog).expect("read"),
+            std::fs::read(&prog2).expect("read"),
+            "{target}: asm(disasm(p)) == p"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn asm_errors_are_located_and_bad_programs_refused() {
+    let dir = temp_dir("asmerr");
+    let src = dir.join("bad.s");
+    std::fs::write(
+        &src,
+        "halt\nfrobnicate 1, 2\n.input x nowhere @0x0 f32 [2]\n",
+    )
+    .expect("write");
+    let prog = dir.join("bad.tsr");
+    let out = tessera(&[
+        "asm",
+        src.to_str().expect("utf8"),
+        "--target",
+        "systolic-os",
+        "-o",
+        prog.to_str().expect("utf8"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.s:2: unknown instruction `frobnicate`"),
+        "{err}"
+    );
+    assert!(err.contains("bad.s:3: unknown memory `nowhere`"), "{err}");
+    assert!(!prog.exists(), "no program written on errors");
+    let out = tessera(&[
+        "asm",
+        src.to_str().expect("utf8"),
+        "--target",
+        "no-such-target",
+        "-o",
+        "x.tsr",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown target `no-such-target`"));
+    // A good program, then damaged copies of it.
+    std::fs::write(&src, "halt\n").expect("write");
+    let out = tessera(&[
+        "asm",
+        src.to_str().expect("utf8"),
+        "--target",
+        "systolic-os",
+        "--set",
+        "ROWS=16",
+        "-o",
+        prog.to_str().expect("utf8"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&prog).expect("read");
+    let truncated = dir.join("truncated.tsr");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).expect("write");
+    let out = tessera(&["disasm", truncated.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("truncated"));
+    let out = tessera(&["disasm", prog.to_str().expect("utf8"), "--set", "ROWS=32"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ROWS = 16 in the file, 32 now"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

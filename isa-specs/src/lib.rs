@@ -35,6 +35,7 @@ pub mod dtype;
 pub mod eval;
 mod load;
 pub mod model;
+pub mod program;
 pub mod semantic_ops;
 pub mod source;
 pub mod spans;
@@ -42,7 +43,9 @@ mod syntax;
 pub mod target;
 
 pub use diag::{Code, Diagnostic, Diagnostics, Severity};
-pub use load::{Failed, Loaded, MAX_FILE_BYTES, Overrides, load_file, load_source, parse_override};
+pub use load::{
+    Failed, Loaded, MAX_FILE_BYTES, Overrides, load_file, load_source, load_sources, parse_override,
+};
 pub use model::Machine;
 pub use source::{SourceMap, Span};
 pub use spans::{SpanKey, SpanTable};

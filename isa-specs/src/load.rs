@@ -65,6 +65,23 @@ pub fn load_source(name: &str, text: &str, overrides: &Overrides) -> Result<Load
     })
 }
 
+/// Loads and checks a description from in-memory files (`(name, text)`, the
+/// top file first); includes are looked up among them by path relative to the
+/// including file, never on disk. Used to re-check an embedded description
+/// with other parameter values.
+pub fn load_sources(files: &[(String, String)], overrides: &Overrides) -> Result<Loaded, Failed> {
+    with_big_stack(|| {
+        let mut st = State {
+            virtual_files: Some(files.iter().cloned().collect()),
+            ..State::default()
+        };
+        if let Some((name, _)) = files.first() {
+            st.file(Path::new(name), name.clone(), None);
+        }
+        st.finish(overrides)
+    })
+}
+
 /// Stack for parsing and checking: the parser and the tree walks recurse as deep
 /// as the (bounded) nesting of the input, which can exceed a 2 MiB thread stack
 /// in debug builds. Only touched pages are committed.
@@ -107,6 +124,8 @@ struct State {
     /// Display names of `active`, for messages.
     active_names: Vec<String>,
     done: Vec<PathBuf>,
+    /// In-memory files by name, instead of the file system.
+    virtual_files: Option<std::collections::HashMap<String, String>>,
 }
 
 impl State {
@@ -119,7 +138,15 @@ impl State {
     }
 
     fn file(&mut self, path: &Path, display: String, included_at: Option<Span>) {
-        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let display = if self.virtual_files.is_some() {
+            normalize(&display)
+        } else {
+            display
+        };
+        let canonical = match &self.virtual_files {
+            Some(_) => PathBuf::from(&display),
+            None => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        };
         if let Some(pos) = self.active.iter().position(|p| *p == canonical) {
             let mut chain: Vec<String> = self.active_names[pos..]
                 .iter()
@@ -148,6 +175,22 @@ impl State {
                 "too deep",
                 "flatten the include structure",
             );
+            return;
+        }
+        if let Some(files) = &self.virtual_files {
+            match files.get(&display).cloned() {
+                Some(text) => self.text(canonical, display, text),
+                None => {
+                    let msg = format!("cannot read `{display}`: not among the embedded files");
+                    self.report(
+                        included_at,
+                        Code::Unreadable,
+                        msg,
+                        "cannot be read",
+                        "include paths are relative to the including file",
+                    );
+                }
+            }
             return;
         }
         let size = std::fs::metadata(path).map(|m| m.len());
@@ -268,6 +311,21 @@ impl State {
             }),
         }
     }
+}
+
+/// `a/./b/../c` -> `a/c`, with `/` separators.
+fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split(['/', '\\']) {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    parts.join("/")
 }
 
 /// Reads up to `limit + 1` bytes, so device files and growing files cannot exhaust memory.

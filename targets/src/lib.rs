@@ -17,11 +17,13 @@ pub struct Entry {
     pub model: &'static str,
     /// The generated instruction set.
     pub isa: &'static dyn Isa,
+    /// The description's files, `(path, text)`, the top file first, to re-check it with other parameter values.
+    pub sources: &'static [(&'static str, &'static str)],
 }
 
 /// The one shim that includes generated code: one module per target, one submodule per artifact.
 macro_rules! target {
-    ($stem:ident, $file:literal, $model:literal) => {
+    ($stem:ident, $file:literal, $model:literal, [$(($src:literal, $text:literal)),*]) => {
         #[doc = concat!("Generated from `", $file, "`.")]
         pub mod $stem {
             /// The typed instruction enum.
@@ -122,11 +124,7 @@ macro_rules! target {
             }
 
             /// This target's registry entry.
-            pub const ENTRY: crate::Entry = crate::Entry {
-                file: $file,
-                model: $model,
-                isa: &Isa,
-            };
+            pub const ENTRY: crate::Entry = crate::Entry { file: $file, model: $model, isa: &Isa, sources: &[$(($src, $text)),*] };
         }
     };
 }
@@ -140,6 +138,68 @@ pub struct Target {
     pub file: &'static str,
     machine: Machine,
     isa: &'static dyn Isa,
+    sources: &'static [(&'static str, &'static str)],
+}
+
+/// Why a target cannot take the parameter values asked for.
+#[derive(Debug)]
+pub enum TargetError {
+    /// The description has errors with these values (for example an address field no longer reaches the memory).
+    Invalid(isa_specs::Failed),
+    /// The values change what the generated code fixed at build time (bit layouts, slots, operand kinds).
+    NeedsRebuild {
+        /// The target.
+        target: String,
+    },
+}
+
+impl std::fmt::Display for TargetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetError::Invalid(failed) => write!(
+                f,
+                "the parameter values make the description invalid:\n{failed}"
+            ),
+            TargetError::NeedsRebuild { target } => write!(
+                f,
+                "these parameter values change the encoding of `{target}` (formats, slots or operands), which the generated code fixes at build time: edit the description and rebuild instead"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TargetError {}
+
+/// What the generated code fixes at build time: bit layouts, slots, operand kinds and names.
+fn structure(m: &Machine) -> String {
+    use std::fmt::Write as _;
+    let mut s = format!("{} {:?} {:?}", m.word_bits, m.formats, m.slots);
+    for r in &m.regfiles {
+        let _ = write!(s, " rf:{}", r.name);
+    }
+    for b in &m.semaphores {
+        let _ = write!(s, " sem:{}", b.name);
+    }
+    for i in &m.instructions {
+        let _ = write!(
+            s,
+            " {}:{:?}:{:?}:{:?}",
+            i.name, i.encoding, i.timing.slots, i.timing.unit
+        );
+        for o in &i.operands {
+            let kind = match &o.kind {
+                isa_specs::model::OperandKind::Reg { file, .. } => format!("reg{}", file.0),
+                isa_specs::model::OperandKind::Mem { mem, dtype, .. } => {
+                    format!("mem{}{dtype:?}", mem.0)
+                }
+                isa_specs::model::OperandKind::Imm { .. } => "imm".to_owned(),
+                isa_specs::model::OperandKind::ImmReal { dtype } => format!("real{dtype:?}"),
+                isa_specs::model::OperandKind::Sem { bank } => format!("sem{}", bank.0),
+            };
+            let _ = write!(s, " {}={kind}", o.name);
+        }
+    }
+    s
 }
 
 impl Target {
@@ -157,6 +217,27 @@ impl Target {
     pub fn isa(&self) -> &'static dyn Isa {
         self.isa
     }
+
+    /// The machine with parameters overridden (`--set`): the description is
+    /// re-checked with the new values, and refused if they would change what
+    /// the generated code fixed at build time. No rebuild is needed otherwise.
+    pub fn with_params(&self, overrides: &isa_specs::Overrides) -> Result<Machine, TargetError> {
+        if overrides.is_empty() {
+            return Ok(self.machine.clone());
+        }
+        let files: Vec<(String, String)> = self
+            .sources
+            .iter()
+            .map(|(n, t)| ((*n).to_owned(), (*t).to_owned()))
+            .collect();
+        let loaded = isa_specs::load_sources(&files, overrides).map_err(TargetError::Invalid)?;
+        if structure(&loaded.machine) != structure(&self.machine) {
+            return Err(TargetError::NeedsRebuild {
+                target: self.machine.name.clone(),
+            });
+        }
+        Ok(loaded.machine)
+    }
 }
 
 /// Every shipped machine, sorted by file name.
@@ -171,6 +252,7 @@ pub fn all() -> &'static [Target] {
                 machine: ron::from_str(e.model)
                     .unwrap_or_else(|err| panic!("registry entry {} is corrupt: {err}", e.file)),
                 isa: e.isa,
+                sources: e.sources,
             })
             .collect()
     })

@@ -1,6 +1,7 @@
 //! Argument definitions and dispatch for `tessera`.
 
 mod check;
+mod program;
 mod targets;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -38,6 +39,12 @@ enum Command {
     /// List the machines shipped with tessera.
     #[command(after_help = EXIT_CODES)]
     Targets(targets::TargetsArgs),
+    /// Assemble a program for a target into a program file (.tsr).
+    #[command(after_help = EXIT_CODES)]
+    Asm(program::AsmArgs),
+    /// Print a program file as assembly.
+    #[command(after_help = EXIT_CODES)]
+    Disasm(program::DisasmArgs),
 }
 
 /// How results are printed.
@@ -55,6 +62,36 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check(args) => check::run(&args),
         Command::Targets(args) => targets::run(&args),
+        Command::Asm(args) => program::asm(&args),
+        Command::Disasm(args) => program::disasm(&args),
+    }
+}
+
+/// `--target T [--set NAME=VALUE]...`, shared by every command that takes a target.
+#[derive(Debug, clap::Args)]
+pub struct TargetArgs {
+    /// Target machine (see `tessera targets`).
+    #[arg(long, short = 't')]
+    target: String,
+    /// Override a parameter of the target: `--set SRAM_SIZE=16MiB` (repeatable; no rebuild needed).
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
+    set: Vec<(String, i64)>,
+}
+
+impl TargetArgs {
+    /// The target and its machine model with the overrides applied.
+    pub fn resolve(&self) -> anyhow::Result<(&'static ::targets::Target, isa_specs::Machine)> {
+        let Some(t) = ::targets::by_name(&self.target) else {
+            anyhow::bail!(
+                "unknown target `{}` (targets: {})",
+                self.target,
+                ::targets::names().join(", ")
+            );
+        };
+        let machine = t
+            .with_params(&self.set)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok((t, machine))
     }
 }
 

@@ -1,0 +1,265 @@
+//! The program file (`.tsr`): a versioned container of microcode, constant
+//! data and I/O tensor descriptors, stamped with the target and a hash of the
+//! machine model (with its parameter values) it was built for.
+//!
+//! Layout: the magic `TSRPROG\0`, the format version (u32, little-endian), the
+//! body length (u64), a CRC-32 of the body (u32), then the body (postcard).
+//! Loading refuses a wrong magic, another version, a truncated or corrupted
+//! file, and (via [`Program::check_machine`]) a file built for another
+//! machine or other parameter values.
+
+use crate::Machine;
+use crate::model::DType;
+use serde::{Deserialize, Serialize};
+
+/// The first bytes of every program file.
+pub const MAGIC: &[u8; 8] = b"TSRPROG\0";
+/// The format version this build writes and reads.
+pub const VERSION: u32 = 1;
+const HEADER: usize = 8 + 4 + 8 + 4;
+
+/// A tensor the program reads or writes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TensorDesc {
+    /// Its name (an ONNX input or output name, or an assembly label).
+    pub name: String,
+    /// Element type in memory.
+    pub dtype: DType,
+    /// Shape, row-major.
+    pub shape: Vec<u64>,
+    /// The memory it lives in.
+    pub memory: String,
+    /// Its byte address there.
+    pub addr: u64,
+}
+
+impl TensorDesc {
+    /// Bytes it occupies.
+    pub fn bytes(&self) -> u64 {
+        self.shape.iter().product::<u64>() * self.dtype.bytes()
+    }
+}
+
+/// Bytes to place in a memory before the program runs (weights, constants).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DataSegment {
+    /// The memory.
+    pub memory: String,
+    /// Byte address.
+    pub addr: u64,
+    /// Contents.
+    pub bytes: Vec<u8>,
+}
+
+/// A program for one machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Program {
+    /// The target's name.
+    pub target: String,
+    /// [`model_hash`] of the machine (with parameter values) it was built for.
+    pub model_hash: u64,
+    /// The parameter values it was built with.
+    pub params: Vec<(String, i64)>,
+    /// Microcode: whole words, little-endian.
+    pub code: Vec<u8>,
+    /// Constant data.
+    pub data: Vec<DataSegment>,
+    /// Inputs.
+    pub inputs: Vec<TensorDesc>,
+    /// Outputs.
+    pub outputs: Vec<TensorDesc>,
+}
+
+/// Why a program file cannot be used.
+#[derive(Debug)]
+pub enum ProgramError {
+    /// Reading or writing failed.
+    Io(std::io::Error),
+    /// Not a program file.
+    BadMagic,
+    /// Written by another version of the format.
+    Version(u32),
+    /// Shorter than its header says.
+    Truncated {
+        /// Bytes expected.
+        expected: u64,
+        /// Bytes present.
+        found: u64,
+    },
+    /// The body does not match its checksum.
+    Corrupt,
+    /// The body does not decode.
+    Body(String),
+    /// Built for another target.
+    WrongTarget {
+        /// The file's target.
+        file: String,
+        /// The target asked for.
+        expected: String,
+    },
+    /// Built for another version of the machine description or other parameter values.
+    WrongModel {
+        /// The target.
+        target: String,
+        /// Parameter values that differ: `(name, in the file, in force)`.
+        differing: Vec<(String, Option<i64>, Option<i64>)>,
+    },
+}
+
+impl std::fmt::Display for ProgramError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProgramError::Io(e) => write!(f, "{e}"),
+            ProgramError::BadMagic => write!(f, "not a Tessera program file (bad magic number)"),
+            ProgramError::Version(v) => write!(
+                f,
+                "program file format version {v}; this tessera reads version {VERSION}"
+            ),
+            ProgramError::Truncated { expected, found } => {
+                write!(f, "program file is truncated: {found} bytes of {expected}")
+            }
+            ProgramError::Corrupt => write!(f, "program file is corrupted (checksum mismatch)"),
+            ProgramError::Body(e) => write!(f, "program file body is malformed: {e}"),
+            ProgramError::WrongTarget { file, expected } => {
+                write!(
+                    f,
+                    "the program was built for target `{file}`, not `{expected}`"
+                )
+            }
+            ProgramError::WrongModel { target, differing } if differing.is_empty() => write!(
+                f,
+                "the program was built for a different version of the `{target}` description (its machine-model hash differs); rebuild it"
+            ),
+            ProgramError::WrongModel { target, differing } => {
+                let show =
+                    |v: &Option<i64>| v.map_or_else(|| "unset".to_owned(), |v| v.to_string());
+                let list: Vec<String> = differing
+                    .iter()
+                    .map(|(n, a, b)| format!("{n} = {} in the file, {} now", show(a), show(b)))
+                    .collect();
+                write!(
+                    f,
+                    "the program was built for `{target}` with other parameter values ({}); pass the same --set values or rebuild it",
+                    list.join("; ")
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ProgramError {}
+
+impl From<std::io::Error> for ProgramError {
+    fn from(e: std::io::Error) -> Self {
+        ProgramError::Io(e)
+    }
+}
+
+/// FNV-1a, 64 bits: stable across builds and platforms.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A hash of everything in a machine model, parameter values included.
+pub fn model_hash(m: &Machine) -> u64 {
+    // RON of plain data with ordered fields is deterministic.
+    fnv1a(ron::to_string(m).unwrap_or_default().as_bytes())
+}
+
+impl Program {
+    /// An empty program for a machine.
+    pub fn new(m: &Machine) -> Program {
+        Program {
+            target: m.name.clone(),
+            model_hash: model_hash(m),
+            params: m.params.iter().map(|p| (p.name.clone(), p.value)).collect(),
+            code: Vec::new(),
+            data: Vec::new(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    /// The file's bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, ProgramError> {
+        let body = postcard::to_allocvec(self).map_err(|e| ProgramError::Body(e.to_string()))?;
+        let mut out = Vec::with_capacity(HEADER + body.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        out.extend_from_slice(&body);
+        Ok(out)
+    }
+
+    /// Reads a program from the file's bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Program, ProgramError> {
+        if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+            return Err(ProgramError::BadMagic);
+        }
+        let found = bytes.len() as u64;
+        let header = bytes.get(..HEADER).ok_or(ProgramError::Truncated {
+            expected: HEADER as u64,
+            found,
+        })?;
+        let u32_at = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().unwrap_or_default());
+        let u64_at = |i: usize| u64::from_le_bytes(header[i..i + 8].try_into().unwrap_or_default());
+        let version = u32_at(8);
+        if version != VERSION {
+            return Err(ProgramError::Version(version));
+        }
+        let len = u64_at(12);
+        let crc = u32_at(20);
+        let expected = (HEADER as u64).saturating_add(len);
+        if found < expected {
+            return Err(ProgramError::Truncated { expected, found });
+        }
+        let body = &bytes[HEADER..HEADER + len as usize];
+        if crc32fast::hash(body) != crc || found > expected {
+            return Err(ProgramError::Corrupt);
+        }
+        postcard::from_bytes(body).map_err(|e| ProgramError::Body(e.to_string()))
+    }
+
+    /// Writes the file.
+    pub fn save(&self, path: &std::path::Path) -> Result<(), ProgramError> {
+        Ok(std::fs::write(path, self.to_bytes()?)?)
+    }
+
+    /// Reads a file.
+    pub fn load(path: &std::path::Path) -> Result<Program, ProgramError> {
+        Program::from_bytes(&std::fs::read(path)?)
+    }
+
+    /// Refuses the program unless it was built for exactly this machine and these parameter values.
+    pub fn check_machine(&self, m: &Machine) -> Result<(), ProgramError> {
+        if self.target != m.name {
+            return Err(ProgramError::WrongTarget {
+                file: self.target.clone(),
+                expected: m.name.clone(),
+            });
+        }
+        if self.model_hash == model_hash(m) {
+            return Ok(());
+        }
+        let now: Vec<(String, i64)> = m.params.iter().map(|p| (p.name.clone(), p.value)).collect();
+        let mut names: Vec<&String> = self.params.iter().chain(&now).map(|(n, _)| n).collect();
+        names.sort();
+        names.dedup();
+        let get =
+            |list: &[(String, i64)], n: &str| list.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+        let differing = names
+            .into_iter()
+            .filter_map(|n| {
+                let (a, b) = (get(&self.params, n), get(&now, n));
+                (a != b).then(|| (n.clone(), a, b))
+            })
+            .collect();
+        Err(ProgramError::WrongModel {
+            target: m.name.clone(),
+            differing,
+        })
+    }
+}

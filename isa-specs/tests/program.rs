@@ -1,0 +1,98 @@
+//! The program file: round trip, and every way a bad file is refused with its reason.
+
+use isa_specs::program::{DataSegment, Program, ProgramError, TensorDesc};
+use std::path::Path;
+
+fn toy(overrides: &[(String, i64)]) -> isa_specs::Machine {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/specs/ok/toy.isa");
+    isa_specs::load_file(path, overrides)
+        .expect("toy checks")
+        .machine
+}
+
+fn sample() -> Program {
+    let mut p = Program::new(&toy(&[]));
+    p.code = vec![1, 2, 3, 4, 5, 6, 7, 8];
+    p.data.push(DataSegment {
+        memory: "sram".into(),
+        addr: 64,
+        bytes: vec![9; 10],
+    });
+    p.inputs.push(TensorDesc {
+        name: "x".into(),
+        dtype: isa_specs::model::DType::F32,
+        shape: vec![2, 3],
+        memory: "sram".into(),
+        addr: 0,
+    });
+    p
+}
+
+#[test]
+fn round_trips_and_matches_its_machine() {
+    let p = sample();
+    let bytes = p.to_bytes().expect("serialises");
+    assert_eq!(Program::from_bytes(&bytes).expect("reads back"), p);
+    p.check_machine(&toy(&[])).expect("same machine");
+}
+
+#[test]
+fn bad_files_are_refused_with_the_reason() {
+    let bytes = sample().to_bytes().expect("serialises");
+    assert!(matches!(
+        Program::from_bytes(b"hello world, not a program"),
+        Err(ProgramError::BadMagic)
+    ));
+    assert!(matches!(
+        Program::from_bytes(&bytes[..bytes.len() - 3]),
+        Err(ProgramError::Truncated { .. })
+    ));
+    assert!(matches!(
+        Program::from_bytes(&bytes[..10]),
+        Err(ProgramError::Truncated { .. })
+    ));
+    let mut flipped = bytes.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 0x40;
+    assert!(matches!(
+        Program::from_bytes(&flipped),
+        Err(ProgramError::Corrupt)
+    ));
+    let mut version = bytes.clone();
+    version[8] = 99;
+    assert!(matches!(
+        Program::from_bytes(&version),
+        Err(ProgramError::Version(99))
+    ));
+    let mut longer = bytes;
+    longer.push(0);
+    assert!(matches!(
+        Program::from_bytes(&longer),
+        Err(ProgramError::Corrupt)
+    ));
+}
+
+#[test]
+fn another_machine_or_other_parameters_are_refused() {
+    let p = sample();
+    let mut other = toy(&[]);
+    other.name = "other".into();
+    let e = p.check_machine(&other).expect_err("wrong target");
+    assert!(
+        e.to_string()
+            .contains("built for target `toy`, not `other`"),
+        "{e}"
+    );
+    let e = p
+        .check_machine(&toy(&[("SRAM".into(), 32 << 10)]))
+        .expect_err("other parameters");
+    assert!(
+        e.to_string()
+            .contains("SRAM = 65536 in the file, 32768 now"),
+        "{e}"
+    );
+    let mut edited = toy(&[]);
+    edited.instructions[0].energy = isa_specs::model::Expr::Real(1.0);
+    let e = p.check_machine(&edited).expect_err("edited description");
+    assert!(e.to_string().contains("different version"), "{e}");
+}
