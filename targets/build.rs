@@ -53,7 +53,10 @@ fn main() {
         };
         let ctx = codegen_gen::Ctx::new(&loaded, &shown, &root);
         let stem = codegen_gen::stem(&loaded.machine.name);
-        for file in codegen_gen::generate_all(&ctx) {
+        for file in codegen_gen::generate_all(&ctx)
+            .into_iter()
+            .chain([simulator_gen::generate(&ctx)])
+        {
             let name = format!("{stem}_{}.rs", file.artifact);
             write(&out.join(&name), &file.text);
             if let Some(extra) = &extra {

@@ -5,7 +5,7 @@
 use crate::model::DType;
 
 /// Rounds half to even.
-fn round_even(x: f64) -> f64 {
+pub fn round_even(x: f64) -> f64 {
     let r = x.round();
     if (x - x.trunc()).abs() == 0.5 {
         2.0 * (x / 2.0).round()

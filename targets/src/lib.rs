@@ -4,9 +4,20 @@
 //! the [`Isa`] interface; nothing outside this crate names a concrete
 //! machine. Adding a machine is adding a `.isa` file here: no Rust edit.
 
+pub mod sim;
+
 use isa_specs::Machine;
+use isa_specs::program::Program;
 use isa_specs::target::Isa;
 use std::sync::OnceLock;
+
+/// A target's simulator entry point: machine in force, program, inputs `(name, bytes)`, configuration.
+pub type SimulateFn = fn(
+    &Machine,
+    &Program,
+    &[(String, Vec<u8>)],
+    &sim::Config,
+) -> Result<sim::Outcome, sim::SimError>;
 
 /// A registry entry as the build script writes it.
 #[derive(Debug)]
@@ -19,6 +30,8 @@ pub struct Entry {
     pub isa: &'static dyn Isa,
     /// The description's files, `(path, text)`, the top file first, to re-check it with other parameter values.
     pub sources: &'static [(&'static str, &'static str)],
+    /// The generated simulator.
+    pub simulate: SimulateFn,
 }
 
 /// The one shim that includes generated code: one module per target, one submodule per artifact.
@@ -55,6 +68,52 @@ macro_rules! target {
                     stringify!($stem),
                     "_sched.rs"
                 ));
+            }
+            /// The simulator core: semantics as loops, access sets.
+            #[allow(clippy::all, clippy::pedantic, unused, reason = "generated code")]
+            pub mod exec {
+                include!(concat!(env!("OUT_DIR"), "/", stringify!($stem), "_exec.rs"));
+            }
+
+            /// The generated simulator core behind the timing engine.
+            #[derive(Debug)]
+            pub struct Sim;
+
+            impl crate::sim::SimIsa for Sim {
+                type Inst = inst::Inst;
+                fn decode(m: &isa_specs::Machine, slot: isa_specs::model::SlotId, w: &[u64]) -> Result<Option<inst::Inst>, isa_specs::target::DecodeError> {
+                    encode::decode(m, slot, w)
+                }
+                fn exec(st: &mut crate::sim::State, m: &isa_specs::Machine, i: &inst::Inst) -> Result<(), crate::sim::Fault> {
+                    exec::exec(st, m, i)
+                }
+                fn effects(m: &isa_specs::Machine, i: &inst::Inst, fx: &mut crate::sim::Effects) {
+                    exec::effects(m, i, fx)
+                }
+                fn unit(i: &inst::Inst) -> isa_specs::model::UnitId {
+                    sched::UNIT[i.id().index()]
+                }
+                fn latency(m: &isa_specs::Machine, i: &inst::Inst) -> i64 {
+                    sched::latency(m, i)
+                }
+                fn occupancy(m: &isa_specs::Machine, i: &inst::Inst) -> i64 {
+                    sched::occupancy(m, i)
+                }
+                fn energy(m: &isa_specs::Machine, i: &inst::Inst) -> f64 {
+                    sched::energy(m, i)
+                }
+                fn mnemonic(i: &inst::Inst) -> &'static str {
+                    i.mnemonic()
+                }
+            }
+
+            fn simulate(
+                m: &isa_specs::Machine,
+                p: &isa_specs::program::Program,
+                inputs: &[(String, Vec<u8>)],
+                cfg: &crate::sim::Config,
+            ) -> Result<crate::sim::Outcome, crate::sim::SimError> {
+                crate::sim::run::<Sim>(m, p, inputs, cfg)
             }
 
             /// The generated instruction set behind the target-independent interface.
@@ -124,7 +183,7 @@ macro_rules! target {
             }
 
             /// This target's registry entry.
-            pub const ENTRY: crate::Entry = crate::Entry { file: $file, model: $model, isa: &Isa, sources: &[$(($src, $text)),*] };
+            pub const ENTRY: crate::Entry = crate::Entry { file: $file, model: $model, isa: &Isa, sources: &[$(($src, $text)),*], simulate };
         }
     };
 }
@@ -139,6 +198,7 @@ pub struct Target {
     machine: Machine,
     isa: &'static dyn Isa,
     sources: &'static [(&'static str, &'static str)],
+    simulate: SimulateFn,
 }
 
 /// Why a target cannot take the parameter values asked for.
@@ -218,6 +278,17 @@ impl Target {
         self.isa
     }
 
+    /// Runs a program on the generated simulator, with the machine in force (see [`Target::with_params`]).
+    pub fn simulate(
+        &self,
+        m: &Machine,
+        p: &Program,
+        inputs: &[(String, Vec<u8>)],
+        cfg: &sim::Config,
+    ) -> Result<sim::Outcome, sim::SimError> {
+        (self.simulate)(m, p, inputs, cfg)
+    }
+
     /// The machine with parameters overridden (`--set`): the description is
     /// re-checked with the new values, and refused if they would change what
     /// the generated code fixed at build time. No rebuild is needed otherwise.
@@ -253,6 +324,7 @@ pub fn all() -> &'static [Target] {
                     .unwrap_or_else(|err| panic!("registry entry {} is corrupt: {err}", e.file)),
                 isa: e.isa,
                 sources: e.sources,
+                simulate: e.simulate,
             })
             .collect()
     })
