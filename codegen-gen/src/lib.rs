@@ -10,11 +10,16 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "rust")]
 pub mod emit;
+#[cfg(feature = "rust")]
 pub mod gen_asm;
 pub mod gen_docs;
+#[cfg(feature = "rust")]
 pub mod gen_encode;
+#[cfg(feature = "rust")]
 pub mod gen_inst;
+#[cfg(feature = "rust")]
 pub mod gen_sched;
 
 use isa_specs::{Loaded, Machine, SourceMap, SpanKey, SpanTable};
@@ -78,6 +83,7 @@ pub struct GeneratedFile {
 pub const ARTIFACTS: [&str; 4] = ["inst", "encode", "asm", "sched"];
 
 /// Generates every Rust artifact of one target.
+#[cfg(feature = "rust")]
 pub fn generate_all(ctx: &Ctx) -> Vec<GeneratedFile> {
     let gens: [(&'static str, fn(&Ctx) -> syn::File); 4] = [
         ("inst", gen_inst::generate),

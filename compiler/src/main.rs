@@ -3,7 +3,6 @@
 //! Each subcommand lives in its own module under `cli/`; this file only parses
 //! arguments and maps outcomes to the documented exit codes.
 
-mod asm;
 mod cli;
 
 use clap::Parser as _;

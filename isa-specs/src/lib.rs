@@ -28,6 +28,7 @@
 
 #![deny(missing_docs)]
 
+pub mod assembly;
 pub mod ast;
 mod check;
 pub mod diag;

@@ -2,6 +2,7 @@
 
 mod check;
 mod program;
+mod sim;
 mod targets;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -45,7 +46,20 @@ enum Command {
     /// Print a program file as assembly.
     #[command(after_help = EXIT_CODES)]
     Disasm(program::DisasmArgs),
+    /// Run a program on the target's generated simulator: cycles, utilisation, traffic, energy.
+    #[command(after_help = SIM_EXIT_CODES)]
+    Sim(sim::SimArgs),
+    /// Write a target's ISA reference manual (Markdown and HTML).
+    #[command(after_help = EXIT_CODES)]
+    Doc(sim::DocArgs),
 }
+
+const SIM_EXIT_CODES: &str = "\
+Exit codes:
+  0  the program ran to completion
+  1  the program file is unusable or the program faulted (out-of-bounds access,
+     illegal encoding, hazard on an exposed pipeline, DMA conflict, deadlock)
+  2  usage error: bad arguments, unknown target, output not writable";
 
 /// How results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -64,6 +78,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Targets(args) => targets::run(&args),
         Command::Asm(args) => program::asm(&args),
         Command::Disasm(args) => program::disasm(&args),
+        Command::Sim(args) => sim::sim(&args),
+        Command::Doc(args) => sim::doc(&args),
     }
 }
 

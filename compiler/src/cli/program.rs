@@ -24,7 +24,7 @@ pub fn asm(args: &AsmArgs) -> anyhow::Result<ExitCode> {
     let (t, machine) = args.target.resolve()?;
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
-    match crate::asm::assemble(t.isa(), &machine, &args.file.display().to_string(), &text) {
+    match isa_specs::assembly::assemble(t.isa(), &machine, &args.file.display().to_string(), &text) {
         Ok(program) => {
             program
                 .save(&args.output)
@@ -87,7 +87,7 @@ pub fn disasm(args: &DisasmArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: {}: {e}", args.program.display());
         return Ok(ExitCode::from(EXIT_ERRORS));
     }
-    match crate::asm::disassemble(t.isa(), &machine, &program) {
+    match isa_specs::assembly::disassemble(t.isa(), &machine, &program) {
         Ok(text) => {
             print!("{text}");
             Ok(ExitCode::from(EXIT_OK))

@@ -161,6 +161,8 @@ struct Engine<'m> {
     now: u64,
     unit_free: Vec<Vec<u64>>,
     reg_ready: HashMap<(usize, u32), u64>,
+    /// Memory regions a synchronous unit is still writing: (memory, start, end, ready cycle).
+    mem_ready: Vec<(usize, i64, i64, u64)>,
     mem_booked: Vec<u64>,
     inflight: Vec<InFlight>,
     /// Pending semaphore increments: (cycle, bank, index).
@@ -301,6 +303,7 @@ pub fn run<T: SimIsa>(
             .map(|u| vec![0; u.count.value.max(1) as usize])
             .collect(),
         reg_ready: HashMap::new(),
+        mem_ready: Vec::new(),
         mem_booked: vec![0; m.memories.len()],
         inflight: Vec::new(),
         pending: Vec::new(),
@@ -439,8 +442,13 @@ fn issue_time<T: SimIsa>(
         t = t.max(copy_free);
         if m.hazards == Hazards::Interlocked {
             for a in &f.accesses {
-                if let Place::Reg { file, reg } = a.place {
-                    t = t.max(e.reg_ready.get(&(file, reg)).copied().unwrap_or(0));
+                match a.place {
+                    Place::Reg { file, reg } => t = t.max(e.reg_ready.get(&(file, reg)).copied().unwrap_or(0)),
+                    Place::Mem { mem, start, end } => {
+                        for &(_, _, _, ready) in e.mem_ready.iter().filter(|w| w.0 == mem && overlaps((start, end), (w.1, w.2))) {
+                            t = t.max(ready);
+                        }
+                    }
                 }
             }
         }
@@ -493,6 +501,11 @@ fn check_hazards(e: &Engine<'_>, m: &Machine, f: &Effects) -> Result<(), Fault> 
                 }
             }
             Place::Mem { mem, start, end } => {
+                if m.hazards == Hazards::Exposed
+                    && let Some(w) = e.mem_ready.iter().find(|w| w.0 == mem && w.3 > e.now && overlaps((start, end), (w.1, w.2)))
+                {
+                    return Err(Fault::MemoryHazard { memory: m.memories[mem].name.clone(), addr: start.max(w.1) as u64, cycle: e.now, ready: w.3 });
+                }
                 for x in e.inflight.iter().filter(|x| {
                     x.end > e.now && x.mem == mem && overlaps((start, end), (x.start, x.stop))
                 }) {
@@ -569,13 +582,9 @@ fn issue<T: SimIsa>(
                     e.access_energy += a.bytes as f64 * x.read_energy.value;
                 }
                 if unit.asynchronous {
-                    e.inflight.push(InFlight {
-                        end,
-                        mem,
-                        start: s,
-                        stop: t,
-                        write: a.write,
-                    });
+                    e.inflight.push(InFlight { end, mem, start: s, stop: t, write: a.write });
+                } else if a.write && end > e.now + 1 {
+                    e.mem_ready.push((mem, s, t, end));
                 }
             }
             Place::Reg { file, reg } => {
@@ -590,6 +599,8 @@ fn issue<T: SimIsa>(
         e.pending.push((end, *bank, *idx));
     }
     e.inflight.retain(|x| x.end > e.now);
+    let now = e.now;
+    e.mem_ready.retain(|w| w.3 > now);
     e.last_done = e.last_done.max(end);
     if let Some(tr) = trace {
         let tid = (u as u64) * 1000 + copy as u64;

@@ -48,6 +48,17 @@ pub enum Fault {
         /// Cycle the value becomes ready.
         ready: u64,
     },
+    /// On an exposed pipeline: memory read before the instruction writing it has finished.
+    MemoryHazard {
+        /// The memory.
+        memory: String,
+        /// First byte of the overlap.
+        addr: u64,
+        /// Cycle of the read.
+        cycle: u64,
+        /// Cycle the value becomes ready.
+        ready: u64,
+    },
     /// An access to a memory region an asynchronous transfer is still writing (or reading, for writes).
     DmaConflict {
         /// The memory.
@@ -110,6 +121,10 @@ impl std::fmt::Display for Fault {
             } => write!(
                 f,
                 "hazard: `{file}{reg}` read at cycle {cycle} but its new value is ready only at cycle {ready} (the pipeline is exposed: the schedule must wait)"
+            ),
+            Fault::MemoryHazard { memory, addr, cycle, ready } => write!(
+                f,
+                "hazard: `{memory}` at {addr:#x} accessed at cycle {cycle} but the instruction writing it finishes only at cycle {ready} (the pipeline is exposed: the schedule must wait)"
             ),
             Fault::DmaConflict {
                 memory,

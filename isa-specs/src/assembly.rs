@@ -1,5 +1,5 @@
 //! Assembly files: bundles of generated-assembler instructions plus directives
-//! for I/O tensors and constant data. Shared by `tessera asm` and `tessera disasm`.
+//! for I/O tensors and constant data (used by `tessera asm` and `tessera disasm`).
 //!
 //! ```text
 //! # comment (also `//`)
@@ -10,10 +10,10 @@
 //! {}
 //! ```
 
-use isa_specs::Machine;
-use isa_specs::model::DType;
-use isa_specs::program::{DataSegment, Program, TensorDesc};
-use isa_specs::target::{self, Isa, asm::AsmError};
+use crate::Machine;
+use crate::model::DType;
+use crate::program::{DataSegment, Program, TensorDesc};
+use crate::target::{self, Isa, asm::AsmError};
 
 /// Assembles a whole file into a program for `m`.
 pub fn assemble(
@@ -151,12 +151,12 @@ fn directive_line(m: &Machine, p: &mut Program, line: &str) -> Result<(), AsmErr
 
 /// The little-endian bytes of one element (rounded to nearest even, saturated into integers).
 pub fn element_bytes(dt: DType, x: f64) -> Vec<u8> {
-    let q = isa_specs::dtype::quantize(dt, x);
+    let q = crate::dtype::quantize(dt, x);
     let n = dt.bytes() as usize;
     let raw: u64 = match dt {
         DType::I8 | DType::I16 | DType::I32 => q as i64 as u64,
         DType::U8 => q as u64,
-        _ => isa_specs::dtype::encode_real(dt, q as f32),
+        _ => crate::dtype::encode_real(dt, q as f32),
     };
     raw.to_le_bytes()[..n].to_vec()
 }
