@@ -302,10 +302,16 @@ impl Target {
     /// The embedded description re-loaded with parameters overridden, with its
     /// spans and sources (for the manual); refused as [`Target::with_params`] refuses.
     pub fn load(&self, overrides: &isa_specs::Overrides) -> Result<isa_specs::Loaded, TargetError> {
-        let files: Vec<(String, String)> = self.sources.iter().map(|(n, t)| ((*n).to_owned(), (*t).to_owned())).collect();
+        let files: Vec<(String, String)> = self
+            .sources
+            .iter()
+            .map(|(n, t)| ((*n).to_owned(), (*t).to_owned()))
+            .collect();
         let loaded = isa_specs::load_sources(&files, overrides).map_err(TargetError::Invalid)?;
         if structure(&loaded.machine) != structure(&self.machine) {
-            return Err(TargetError::NeedsRebuild { target: self.machine.name.clone() });
+            return Err(TargetError::NeedsRebuild {
+                target: self.machine.name.clone(),
+            });
         }
         Ok(loaded)
     }

@@ -443,9 +443,15 @@ fn issue_time<T: SimIsa>(
         if m.hazards == Hazards::Interlocked {
             for a in &f.accesses {
                 match a.place {
-                    Place::Reg { file, reg } => t = t.max(e.reg_ready.get(&(file, reg)).copied().unwrap_or(0)),
+                    Place::Reg { file, reg } => {
+                        t = t.max(e.reg_ready.get(&(file, reg)).copied().unwrap_or(0))
+                    }
                     Place::Mem { mem, start, end } => {
-                        for &(_, _, _, ready) in e.mem_ready.iter().filter(|w| w.0 == mem && overlaps((start, end), (w.1, w.2))) {
+                        for &(_, _, _, ready) in e
+                            .mem_ready
+                            .iter()
+                            .filter(|w| w.0 == mem && overlaps((start, end), (w.1, w.2)))
+                        {
                             t = t.max(ready);
                         }
                     }
@@ -502,9 +508,17 @@ fn check_hazards(e: &Engine<'_>, m: &Machine, f: &Effects) -> Result<(), Fault> 
             }
             Place::Mem { mem, start, end } => {
                 if m.hazards == Hazards::Exposed
-                    && let Some(w) = e.mem_ready.iter().find(|w| w.0 == mem && w.3 > e.now && overlaps((start, end), (w.1, w.2)))
+                    && let Some(w) = e
+                        .mem_ready
+                        .iter()
+                        .find(|w| w.0 == mem && w.3 > e.now && overlaps((start, end), (w.1, w.2)))
                 {
-                    return Err(Fault::MemoryHazard { memory: m.memories[mem].name.clone(), addr: start.max(w.1) as u64, cycle: e.now, ready: w.3 });
+                    return Err(Fault::MemoryHazard {
+                        memory: m.memories[mem].name.clone(),
+                        addr: start.max(w.1) as u64,
+                        cycle: e.now,
+                        ready: w.3,
+                    });
                 }
                 for x in e.inflight.iter().filter(|x| {
                     x.end > e.now && x.mem == mem && overlaps((start, end), (x.start, x.stop))
@@ -582,7 +596,13 @@ fn issue<T: SimIsa>(
                     e.access_energy += a.bytes as f64 * x.read_energy.value;
                 }
                 if unit.asynchronous {
-                    e.inflight.push(InFlight { end, mem, start: s, stop: t, write: a.write });
+                    e.inflight.push(InFlight {
+                        end,
+                        mem,
+                        start: s,
+                        stop: t,
+                        write: a.write,
+                    });
                 } else if a.write && end > e.now + 1 {
                     e.mem_ready.push((mem, s, t, end));
                 }

@@ -17,15 +17,6 @@ pub enum Fault {
         /// Bytes accessed.
         bytes: u64,
     },
-    /// An address that is not a multiple of what the instruction requires.
-    Unaligned {
-        /// The memory.
-        memory: String,
-        /// The byte address.
-        addr: u64,
-        /// The alignment required.
-        align: u64,
-    },
     /// A register index or element outside its register file.
     BadRegister {
         /// The register file.
@@ -101,14 +92,6 @@ impl std::fmt::Display for Fault {
                 f,
                 "access of {bytes} bytes at {addr:#x} is outside memory `{memory}`"
             ),
-            Fault::Unaligned {
-                memory,
-                addr,
-                align,
-            } => write!(
-                f,
-                "address {addr:#x} in `{memory}` is not a multiple of {align}"
-            ),
             Fault::BadRegister { file, reg, elem } => {
                 write!(f, "register `{file}{reg}` element {elem} does not exist")
             }
@@ -122,7 +105,12 @@ impl std::fmt::Display for Fault {
                 f,
                 "hazard: `{file}{reg}` read at cycle {cycle} but its new value is ready only at cycle {ready} (the pipeline is exposed: the schedule must wait)"
             ),
-            Fault::MemoryHazard { memory, addr, cycle, ready } => write!(
+            Fault::MemoryHazard {
+                memory,
+                addr,
+                cycle,
+                ready,
+            } => write!(
                 f,
                 "hazard: `{memory}` at {addr:#x} accessed at cycle {cycle} but the instruction writing it finishes only at cycle {ready} (the pipeline is exposed: the schedule must wait)"
             ),
@@ -149,12 +137,52 @@ impl std::fmt::Display for Fault {
 
 impl std::error::Error for Fault {}
 
+/// One memory's contents: flat for on-chip sizes, in 64 KiB pages allocated on first touch for large off-chip memories.
+#[derive(Clone)]
+enum Backing {
+    Flat(Vec<u8>),
+    Paged(std::collections::HashMap<u64, Box<[u8]>>),
+}
+
+const PAGE: u64 = 64 << 10;
+
+impl Backing {
+    fn read(&self, addr: u64, out: &mut [u8]) {
+        match self {
+            Backing::Flat(v) => out.copy_from_slice(&v[addr as usize..addr as usize + out.len()]),
+            Backing::Paged(pages) => {
+                for (i, b) in out.iter_mut().enumerate() {
+                    let a = addr + i as u64;
+                    *b = pages.get(&(a / PAGE)).map_or(0, |p| p[(a % PAGE) as usize]);
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, addr: u64, bytes: &[u8]) {
+        match self {
+            Backing::Flat(v) => {
+                v[addr as usize..addr as usize + bytes.len()].copy_from_slice(bytes)
+            }
+            Backing::Paged(pages) => {
+                for (i, b) in bytes.iter().enumerate() {
+                    let a = addr + i as u64;
+                    pages
+                        .entry(a / PAGE)
+                        .or_insert_with(|| vec![0; PAGE as usize].into_boxed_slice())
+                        [(a % PAGE) as usize] = *b;
+                }
+            }
+        }
+    }
+}
+
 /// Memories, registers and semaphores.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct State {
-    /// Memory contents, by memory id.
-    pub mems: Vec<Vec<u8>>,
+    mems: Vec<Backing>,
     mem_names: Vec<String>,
+    mem_sizes: Vec<i64>,
     /// Register contents as values (already rounded to the file's dtype), by file id.
     pub regs: Vec<Vec<f64>>,
     reg_elems: Vec<usize>,
@@ -165,8 +193,18 @@ pub struct State {
     pub functional: bool,
 }
 
-/// Largest memory the simulator allocates eagerly; larger ones (off-chip DRAM of many GiB) grow on demand.
-const EAGER_BYTES: i64 = 256 << 20;
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Memory contents are far too large to print.
+        f.debug_struct("State")
+            .field("memories", &self.mem_names)
+            .field("semaphores", &self.sems)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Largest memory kept flat; larger ones (off-chip DRAM of many GiB) are paged.
+const FLAT_BYTES: i64 = 64 << 20;
 
 impl State {
     /// Zeroed state for a machine.
@@ -175,10 +213,10 @@ impl State {
             .memories
             .iter()
             .map(|x| {
-                if functional && x.size.value <= EAGER_BYTES {
-                    vec![0; x.size.value as usize]
+                if functional && x.size.value <= FLAT_BYTES {
+                    Backing::Flat(vec![0; x.size.value as usize])
                 } else {
-                    Vec::new()
+                    Backing::Paged(Default::default())
                 }
             })
             .collect();
@@ -208,6 +246,7 @@ impl State {
         State {
             mems,
             mem_names: m.memories.iter().map(|x| x.name.clone()).collect(),
+            mem_sizes: m.memories.iter().map(|x| x.size.value).collect(),
             regs,
             reg_elems,
             reg_names: m.regfiles.iter().map(|r| r.name.clone()).collect(),
@@ -220,77 +259,65 @@ impl State {
         }
     }
 
-    fn span(
-        &mut self,
-        mem: usize,
-        addr: i64,
-        bytes: u64,
-        size: i64,
-    ) -> Result<std::ops::Range<usize>, Fault> {
+    /// Faults unless `[addr, addr + bytes)` lies inside memory `mem`.
+    fn bounds(&self, mem: usize, addr: i64, bytes: u64) -> Result<u64, Fault> {
         let end = addr.checked_add(bytes as i64).unwrap_or(i64::MAX);
-        if addr < 0 || end > size {
+        if addr < 0 || end > self.mem_sizes[mem] {
             return Err(Fault::OutOfBounds {
                 memory: self.mem_names[mem].clone(),
                 addr,
                 bytes,
             });
         }
-        let (a, e) = (addr as usize, end as usize);
-        if self.mems[mem].len() < e {
-            // A large off-chip memory grows to what is touched.
-            self.mems[mem].resize(e.next_power_of_two().min(size as usize), 0);
-        }
-        Ok(a..e)
+        Ok(addr as u64)
     }
 
-    /// Reads bytes (for loading inputs and reading outputs).
+    /// Reads bytes (for outputs).
     pub fn read_bytes(
         &mut self,
-        m: &Machine,
+        _m: &Machine,
         mem: usize,
         addr: u64,
         len: u64,
     ) -> Result<Vec<u8>, Fault> {
-        let r = self.span(mem, addr as i64, len, m.memories[mem].size.value)?;
-        Ok(self.mems[mem][r].to_vec())
+        let a = self.bounds(mem, addr as i64, len)?;
+        let mut out = vec![0; len as usize];
+        self.mems[mem].read(a, &mut out);
+        Ok(out)
     }
 
     /// Writes bytes (for constant data and inputs).
     pub fn write_bytes(
         &mut self,
-        m: &Machine,
+        _m: &Machine,
         mem: usize,
         addr: u64,
         bytes: &[u8],
     ) -> Result<(), Fault> {
-        let r = self.span(
-            mem,
-            addr as i64,
-            bytes.len() as u64,
-            m.memories[mem].size.value,
-        )?;
-        self.mems[mem][r].copy_from_slice(bytes);
+        let a = self.bounds(mem, addr as i64, bytes.len() as u64)?;
+        self.mems[mem].write(a, bytes);
         Ok(())
     }
 
     /// Loads one element.
-    pub fn load(&mut self, m: &Machine, mem: usize, addr: i64, dt: DType) -> Result<f64, Fault> {
-        let r = self.span(mem, addr, dt.bytes(), m.memories[mem].size.value)?;
-        Ok(from_bytes(dt, &self.mems[mem][r]))
+    pub fn load(&mut self, _m: &Machine, mem: usize, addr: i64, dt: DType) -> Result<f64, Fault> {
+        let a = self.bounds(mem, addr, dt.bytes())?;
+        let mut buf = [0u8; 8];
+        self.mems[mem].read(a, &mut buf[..dt.bytes() as usize]);
+        Ok(from_bytes(dt, &buf[..dt.bytes() as usize]))
     }
 
     /// Stores one element, rounded to the dtype.
     pub fn store(
         &mut self,
-        m: &Machine,
+        _m: &Machine,
         mem: usize,
         addr: i64,
         dt: DType,
         v: f64,
     ) -> Result<(), Fault> {
-        let r = self.span(mem, addr, dt.bytes(), m.memories[mem].size.value)?;
-        let bytes = to_bytes(dt, v);
-        self.mems[mem][r].copy_from_slice(&bytes[..dt.bytes() as usize]);
+        let a = self.bounds(mem, addr, dt.bytes())?;
+        self.mems[mem].write(a, &to_bytes(dt, v)[..dt.bytes() as usize]);
         Ok(())
     }
 
@@ -321,18 +348,6 @@ impl State {
     pub fn set_reg(&mut self, file: usize, reg: u32, elem: i64, v: f64) -> Result<(), Fault> {
         let i = self.reg_slot(file, reg, elem)?;
         self.regs[file][i] = v;
-        Ok(())
-    }
-
-    /// Faults unless `addr` is a multiple of `align`.
-    pub fn aligned(&self, mem: usize, addr: u64, align: u64) -> Result<(), Fault> {
-        if align > 1 && addr % align != 0 {
-            return Err(Fault::Unaligned {
-                memory: self.mem_names[mem].clone(),
-                addr,
-                align,
-            });
-        }
         Ok(())
     }
 }

@@ -1,0 +1,150 @@
+//! The simulators report — never panic on — what a program does wrong:
+//! out-of-bounds accesses, illegal encodings, hazards an exposed pipeline's
+//! schedule violated, DMA conflicts, deadlocks; and the assembler refuses
+//! addresses its fields cannot hold (so unaligned addresses never reach a simulator).
+
+use isa_specs::assembly::assemble;
+use targets::sim::{Config, Fault};
+
+fn run(target: &str, text: &str) -> Result<targets::sim::Outcome, targets::sim::SimError> {
+    let t = targets::by_name(target).expect("shipped target");
+    let m = t.machine();
+    let program =
+        assemble(t.isa(), m, "test.s", text).unwrap_or_else(|e| panic!("assembles: {e:?}"));
+    t.simulate(m, &program, &[], &Config::default())
+}
+
+#[test]
+fn out_of_bounds_access_is_a_fault() {
+    // A 2-row tile whose second row (pitch 2^17 elements) lies past the end of the 4 GiB DRAM.
+    let dram = targets::by_name("systolic-os")
+        .expect("target")
+        .machine()
+        .memories[0]
+        .size
+        .value;
+    let near_end = dram - 4;
+    let e = run(
+        "systolic-os",
+        &format!("ld_ifmap sem0, 2, 1, 131071, @{near_end:#x}, @0x0\nwait sem0\nhalt\n"),
+    )
+    .expect_err("out of bounds");
+    assert!(matches!(e.fault, Fault::OutOfBounds { .. }), "{e}");
+    assert_eq!(e.pc, 0);
+}
+
+#[test]
+fn illegal_encoding_is_a_fault() {
+    let t = targets::by_name("systolic-os").expect("target");
+    let m = t.machine();
+    let mut program = assemble(t.isa(), m, "t.s", "halt\n").expect("assembles");
+    let wb = isa_specs::target::word_bytes(m);
+    // The first top-byte value that no instruction's fixed bits match.
+    let word = (1..=255u8)
+        .map(|top| {
+            let mut w = vec![0u8; wb];
+            w[wb - 1] = top;
+            w
+        })
+        .find(|w| isa_specs::target::decode_bundle(t.isa(), m, w).is_err())
+        .expect("some opcode is unused");
+    program.code.extend(word);
+    let e = t
+        .simulate(m, &program, &[], &Config::default())
+        .expect_err("illegal");
+    assert!(matches!(e.fault, Fault::IllegalEncoding(_)), "{e}");
+    assert_eq!(e.pc, 1);
+}
+
+#[test]
+fn exposed_pipeline_hazard_is_a_fault() {
+    // vliw-systolic exposes latencies: `vadd` takes 2 cycles, so reading its result in the next bundle is too early.
+    let e = run(
+        "vliw-systolic",
+        "vadd vreg1, vreg0, vreg0\nvadd vreg2, vreg1, vreg1\nhalt\n",
+    )
+    .expect_err("hazard");
+    assert!(
+        matches!(e.fault, Fault::Hazard { ref file, reg: 1, cycle: 1, ready: 2 } if file == "vreg"),
+        "{e}"
+    );
+    // One empty bundle in between is enough.
+    run(
+        "vliw-systolic",
+        "vadd vreg1, vreg0, vreg0\n{}\nvadd vreg2, vreg1, vreg1\nhalt\n",
+    )
+    .expect("scheduled correctly");
+}
+
+#[test]
+fn interlocked_machine_stalls_instead() {
+    // systolic-os interlocks: reading the ofmap the array is still writing waits for it.
+    let ok = run(
+        "systolic-os",
+        "mmul 4, 8, 4, @0x0, @0x0, @0x0\nvrelu 4, 4, @0x100, @0x0\nhalt\n",
+    );
+    let o = ok.expect("interlocked");
+    // mmul latency 32 + 32 + 8 - 2 = 70: vrelu issues at 70, after the 70-cycle fold.
+    assert!(o.report.cycles > 70, "{}", o.report.cycles);
+}
+
+#[test]
+fn dma_conflict_is_a_fault() {
+    // Using the ifmap tile while the DMA is still writing it (no wait on its semaphore).
+    let e = run(
+        "systolic-os",
+        "ld_ifmap sem0, 4, 8, 8, @0x0, @0x0\nmmul 4, 8, 4, @0x0, @0x0, @0x0\nhalt\n",
+    )
+    .expect_err("conflict");
+    assert!(
+        matches!(e.fault, Fault::DmaConflict { ref memory, .. } if memory == "ifmap"),
+        "{e}"
+    );
+}
+
+#[test]
+fn waiting_for_nothing_is_a_deadlock() {
+    let e = run("systolic-os", "wait sem3\nhalt\n").expect_err("deadlock");
+    assert!(matches!(e.fault, Fault::Deadlock { index: 3, .. }), "{e}");
+}
+
+#[test]
+fn unaligned_addresses_cannot_be_assembled() {
+    let t = targets::by_name("systolic-os").expect("target");
+    let errors = assemble(
+        t.isa(),
+        t.machine(),
+        "t.s",
+        "mmul 4, 8, 4, @0x2, @0x0, @0x0\n",
+    )
+    .expect_err("unaligned");
+    assert!(
+        errors[0].to_string().contains("not a multiple of 4"),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn timing_only_runs_skip_data_but_keep_the_cycles() {
+    let text =
+        "ld_ifmap sem0, 4, 8, 8, @0x0, @0x0\nwait sem0\nmmul 4, 8, 4, @0x0, @0x0, @0x0\nhalt\n";
+    let t = targets::by_name("systolic-os").expect("target");
+    let m = t.machine();
+    let program = assemble(t.isa(), m, "t.s", text).expect("assembles");
+    let full = t
+        .simulate(m, &program, &[], &Config::default())
+        .expect("runs");
+    let fast = t
+        .simulate(
+            m,
+            &program,
+            &[],
+            &Config {
+                functional: false,
+                ..Config::default()
+            },
+        )
+        .expect("runs");
+    assert_eq!(full.report.cycles, fast.report.cycles);
+    assert_eq!(full.report.energy_pj, fast.report.energy_pj);
+}
