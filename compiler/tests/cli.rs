@@ -326,3 +326,142 @@ fn asm_errors_are_located_and_bad_programs_refused() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const MATMUL_SYSTOLIC_OS: &str = "\
+.input  a dram @0x0    bf16 [4, 8]
+.input  b dram @0x1000 bf16 [8, 4]
+.output c dram @0x2000 f32  [4, 4]
+ld_ifmap sem0, 4, 8, 8, @0x0, @0x0
+ld_filter sem1, 8, 4, 4, @0x1000, @0x0
+wait sem0
+wait sem1
+mmul 4, 8, 4, @0x0, @0x0, @0x0
+st_ofmap sem2, 4, 4, 4, @0x0, @0x2000
+wait sem2
+halt
+";
+
+#[test]
+fn sim_reports_cycles_utilisation_traffic_energy_and_a_trace() {
+    let dir = temp_dir("sim");
+    let src = dir.join("mm.s");
+    std::fs::write(&src, MATMUL_SYSTOLIC_OS).expect("write");
+    let prog = dir.join("mm.tsr");
+    let out = tessera(&[
+        "asm",
+        src.to_str().expect("utf8"),
+        "-t",
+        "systolic-os",
+        "-o",
+        prog.to_str().expect("utf8"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace = dir.join("trace.json");
+    let out = tessera(&[
+        "sim",
+        prog.to_str().expect("utf8"),
+        "--format",
+        "json",
+        "--trace",
+        trace.to_str().expect("utf8"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    // ld_ifmap 0..101, ld_filter 1..102, waits at 101 and 102, mmul at 103 (70 cycles), st_ofmap 173..274, wait 274, halt 275.
+    assert_eq!(r["cycles"], 276, "{r}");
+    assert!(
+        r["utilisation"]["array"]
+            .as_f64()
+            .is_some_and(|u| (u - 70.0 / 276.0).abs() < 1e-9),
+        "{r}"
+    );
+    assert_eq!(r["bytes"]["dram"]["read"], 128);
+    assert_eq!(r["bytes"]["dram"]["written"], 64);
+    assert!(r["energy_pj"].as_f64().is_some_and(|e| e > 0.0));
+    assert_eq!(r["outputs"][0]["name"], "c");
+    let t: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&trace).expect("trace written")).expect("trace JSON");
+    let events = t["traceEvents"].as_array().expect("events");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["args"]["name"] == "array"),
+        "a track per unit"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["ph"] == "X" && e["name"] == "mmul" && e["ts"] == 103 && e["dur"] == 70)
+    );
+    // Timing only: same cycles, no data.
+    let fast = tessera(&[
+        "sim",
+        prog.to_str().expect("utf8"),
+        "--format",
+        "json",
+        "--timing-only",
+    ]);
+    let f: serde_json::Value = serde_json::from_slice(&fast.stdout).expect("JSON");
+    assert_eq!(f["cycles"], 276);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sim_reports_faults_with_exit_one() {
+    let dir = temp_dir("simfault");
+    let src = dir.join("bad.s");
+    std::fs::write(&src, "wait sem3\nhalt\n").expect("write");
+    let prog = dir.join("bad.tsr");
+    let out = tessera(&[
+        "asm",
+        src.to_str().expect("utf8"),
+        "-t",
+        "systolic-os",
+        "-o",
+        prog.to_str().expect("utf8"),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = tessera(&["sim", prog.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("deadlock"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn doc_writes_the_manual_for_every_target() {
+    let dir = temp_dir("doc");
+    for target in targets::names() {
+        let out = tessera(&["doc", "--target", target, "-o", dir.to_str().expect("utf8")]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let md = std::fs::read_to_string(dir.join(format!("{target}.md"))).expect("markdown");
+        let html = std::fs::read_to_string(dir.join(format!("{target}.html"))).expect("html");
+        let m = targets::by_name(target).expect("target").machine();
+        for inst in &m.instructions {
+            assert!(
+                md.contains(&inst.name) && html.contains(&inst.name),
+                "{target}: {}",
+                inst.name
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

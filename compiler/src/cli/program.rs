@@ -24,7 +24,8 @@ pub fn asm(args: &AsmArgs) -> anyhow::Result<ExitCode> {
     let (t, machine) = args.target.resolve()?;
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
-    match isa_specs::assembly::assemble(t.isa(), &machine, &args.file.display().to_string(), &text) {
+    match isa_specs::assembly::assemble(t.isa(), &machine, &args.file.display().to_string(), &text)
+    {
         Ok(program) => {
             program
                 .save(&args.output)

@@ -39,7 +39,11 @@ pub struct SimArgs {
 
 /// Seeded values in [-1, 1), encoded as `t.dtype` (integers: in the type's range).
 fn random_input(t: &TensorDesc, seed: u64) -> Vec<u8> {
-    let mut s = seed ^ 0x9E37_79B9_7F4A_7C15 ^ t.name.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(b));
+    let mut s = seed
+        ^ 0x9E37_79B9_7F4A_7C15
+        ^ t.name
+            .bytes()
+            .fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(b));
     let n = t.shape.iter().product::<u64>();
     let mut out = Vec::with_capacity((n * t.dtype.bytes()) as usize);
     for _ in 0..n {
@@ -47,7 +51,11 @@ fn random_input(t: &TensorDesc, seed: u64) -> Vec<u8> {
         s ^= s >> 7;
         s ^= s << 17;
         let unit = (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-        let x = if t.dtype.is_float() { unit } else { (unit * 100.0).round() };
+        let x = if t.dtype.is_float() {
+            unit
+        } else {
+            (unit * 100.0).round()
+        };
         out.extend_from_slice(&targets::sim::to_bytes(t.dtype, x)[..t.dtype.bytes() as usize]);
     }
     out
@@ -58,11 +66,24 @@ fn inputs(program: &Program, args: &SimArgs) -> anyhow::Result<Vec<(String, Vec<
         .inputs
         .iter()
         .map(|t| {
-            let file = args.inputs.as_ref().map(|d| d.join(format!("{}.bin", t.name)));
+            let file = args
+                .inputs
+                .as_ref()
+                .map(|d| d.join(format!("{}.bin", t.name)));
             let bytes = match file.filter(|f| f.exists()) {
                 Some(f) => {
-                    let b = std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?;
-                    anyhow::ensure!(b.len() as u64 == t.bytes(), "{}: {} bytes, but input `{}` ({} {:?}) has {}", f.display(), b.len(), t.name, t.dtype.name(), t.shape, t.bytes());
+                    let b = std::fs::read(&f)
+                        .with_context(|| format!("cannot read {}", f.display()))?;
+                    anyhow::ensure!(
+                        b.len() as u64 == t.bytes(),
+                        "{}: {} bytes, but input `{}` ({} {:?}) has {}",
+                        f.display(),
+                        b.len(),
+                        t.name,
+                        t.dtype.name(),
+                        t.shape,
+                        t.bytes()
+                    );
                     b
                 }
                 None => random_input(t, args.seed),
@@ -82,17 +103,29 @@ pub fn sim(args: &SimArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let Some(t) = targets::by_name(&program.target) else {
-        eprintln!("error: {}: built for target `{}`, which this tessera does not have", args.program.display(), program.target);
+        eprintln!(
+            "error: {}: built for target `{}`, which this tessera does not have",
+            args.program.display(),
+            program.target
+        );
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
-    let set = if args.set.is_empty() { program.params.clone() } else { args.set.clone() };
+    let set = if args.set.is_empty() {
+        program.params.clone()
+    } else {
+        args.set.clone()
+    };
     let machine = t.with_params(&set).map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Err(e) = program.check_machine(&machine) {
         eprintln!("error: {}: {e}", args.program.display());
         return Ok(ExitCode::from(EXIT_ERRORS));
     }
     let data = inputs(&program, args)?;
-    let cfg = Config { functional: !args.timing_only, trace: args.trace.is_some(), ..Config::default() };
+    let cfg = Config {
+        functional: !args.timing_only,
+        trace: args.trace.is_some(),
+        ..Config::default()
+    };
     let outcome = match t.simulate(&machine, &program, &data, &cfg) {
         Ok(o) => o,
         Err(e) => {
@@ -107,8 +140,18 @@ pub fn sim(args: &SimArgs) -> anyhow::Result<ExitCode> {
     let mut state = outcome.state;
     let mut outputs = Vec::new();
     for o in &program.outputs {
-        let mem = machine.memories.iter().position(|x| x.name == o.memory).context("output in an unknown memory")?;
-        let bytes = if cfg.functional { state.read_bytes(&machine, mem, o.addr, o.bytes()).map_err(|f| anyhow::anyhow!("output `{}`: {f}", o.name))? } else { Vec::new() };
+        let mem = machine
+            .memories
+            .iter()
+            .position(|x| x.name == o.memory)
+            .context("output in an unknown memory")?;
+        let bytes = if cfg.functional {
+            state
+                .read_bytes(&machine, mem, o.addr, o.bytes())
+                .map_err(|f| anyhow::anyhow!("output `{}`: {f}", o.name))?
+        } else {
+            Vec::new()
+        };
         if let Some(dir) = &args.outputs {
             std::fs::create_dir_all(dir)?;
             std::fs::write(dir.join(format!("{}.bin", o.name)), &bytes)?;
@@ -116,7 +159,10 @@ pub fn sim(args: &SimArgs) -> anyhow::Result<ExitCode> {
         outputs.push((o, bytes));
     }
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&json_report(&outcome.report, &outputs))?),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&json_report(&outcome.report, &outputs))?
+        ),
         Format::Human => print_human(&outcome.report, &outputs),
     }
     Ok(ExitCode::from(EXIT_OK))
@@ -124,7 +170,10 @@ pub fn sim(args: &SimArgs) -> anyhow::Result<ExitCode> {
 
 fn summary(t: &TensorDesc, bytes: &[u8]) -> Option<(f64, f64, f64)> {
     let n = t.dtype.bytes() as usize;
-    let vals: Vec<f64> = bytes.chunks(n).map(|c| targets::sim::from_bytes(t.dtype, c)).collect();
+    let vals: Vec<f64> = bytes
+        .chunks(n)
+        .map(|c| targets::sim::from_bytes(t.dtype, c))
+        .collect();
     if vals.is_empty() {
         return None;
     }
@@ -135,11 +184,21 @@ fn summary(t: &TensorDesc, bytes: &[u8]) -> Option<(f64, f64, f64)> {
 
 fn json_report(r: &Report, outputs: &[(&TensorDesc, Vec<u8>)]) -> serde_json::Value {
     let mut v = serde_json::to_value(r).unwrap_or_default();
-    v["utilisation"] = r.units.iter().map(|u| (u.name.clone(), serde_json::json!(u.utilisation))).collect::<serde_json::Map<_, _>>().into();
+    v["utilisation"] = r
+        .units
+        .iter()
+        .map(|u| (u.name.clone(), serde_json::json!(u.utilisation)))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
     v["bytes"] = r
         .memories
         .iter()
-        .map(|x| (x.name.clone(), serde_json::json!({ "read": x.bytes_read, "written": x.bytes_written })))
+        .map(|x| {
+            (
+                x.name.clone(),
+                serde_json::json!({ "read": x.bytes_read, "written": x.bytes_written }),
+            )
+        })
         .collect::<serde_json::Map<_, _>>()
         .into();
     v["outputs"] = outputs
@@ -155,20 +214,53 @@ fn json_report(r: &Report, outputs: &[(&TensorDesc, Vec<u8>)]) -> serde_json::Va
 
 fn print_human(r: &Report, outputs: &[(&TensorDesc, Vec<u8>)]) {
     println!("target      {}", r.target);
-    println!("cycles      {} ({:.3} µs at the target clock)", r.cycles, r.seconds * 1e6);
-    println!("issued      {} bundles, {} instructions", r.bundles, r.instructions);
-    println!("energy      {:.1} nJ (datapath {:.1}, memory and registers {:.1}, static {:.1})", r.energy_pj / 1e3, r.dynamic_energy_pj / 1e3, r.access_energy_pj / 1e3, r.static_energy_pj / 1e3);
-    println!("units       {:<14} {:>6} {:>12} {:>8}", "", "copies", "busy cycles", "util");
+    println!(
+        "cycles      {} ({:.3} µs at the target clock)",
+        r.cycles,
+        r.seconds * 1e6
+    );
+    println!(
+        "issued      {} bundles, {} instructions",
+        r.bundles, r.instructions
+    );
+    println!(
+        "energy      {:.1} nJ (datapath {:.1}, memory and registers {:.1}, static {:.1})",
+        r.energy_pj / 1e3,
+        r.dynamic_energy_pj / 1e3,
+        r.access_energy_pj / 1e3,
+        r.static_energy_pj / 1e3
+    );
+    println!(
+        "units       {:<14} {:>6} {:>12} {:>8}",
+        "", "copies", "busy cycles", "util"
+    );
     for u in &r.units {
-        println!("            {:<14} {:>6} {:>12} {:>7.1}%", u.name, u.count, u.busy_cycles, u.utilisation * 100.0);
+        println!(
+            "            {:<14} {:>6} {:>12} {:>7.1}%",
+            u.name,
+            u.count,
+            u.busy_cycles,
+            u.utilisation * 100.0
+        );
     }
-    println!("memories    {:<14} {:>14} {:>14}", "", "bytes read", "bytes written");
+    println!(
+        "memories    {:<14} {:>14} {:>14}",
+        "", "bytes read", "bytes written"
+    );
     for x in &r.memories {
-        println!("            {:<14} {:>14} {:>14}", x.name, x.bytes_read, x.bytes_written);
+        println!(
+            "            {:<14} {:>14} {:>14}",
+            x.name, x.bytes_read, x.bytes_written
+        );
     }
     for (t, b) in outputs {
         if let Some((min, max, mean)) = summary(t, b) {
-            println!("output      {} {} {:?}: min {min:.6} max {max:.6} mean {mean:.6}", t.name, t.dtype.name(), t.shape);
+            println!(
+                "output      {} {} {:?}: min {min:.6} max {max:.6} mean {mean:.6}",
+                t.name,
+                t.dtype.name(),
+                t.shape
+            );
         }
     }
 }
@@ -186,11 +278,14 @@ pub struct DocArgs {
 /// Writes a target's ISA manual.
 pub fn doc(args: &DocArgs) -> anyhow::Result<ExitCode> {
     let (t, _) = args.target.resolve()?;
-    let loaded = t.load(&args.target.set).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let loaded = t
+        .load(&args.target.set)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let ctx = codegen_gen::Ctx::new(&loaded, t.file, "");
     let md = codegen_gen::gen_docs::manual_markdown(&ctx).map_err(|e| anyhow::anyhow!("{e}"))?;
     let html = codegen_gen::gen_docs::manual_html(&ctx).map_err(|e| anyhow::anyhow!("{e}"))?;
-    std::fs::create_dir_all(&args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
     let stem = t.name();
     for (ext, text) in [("md", md), ("html", html)] {
         let path = args.output.join(format!("{stem}.{ext}"));
