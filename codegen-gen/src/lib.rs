@@ -21,6 +21,8 @@ pub mod gen_encode;
 pub mod gen_inst;
 #[cfg(feature = "rust")]
 pub mod gen_sched;
+#[cfg(feature = "rust")]
+pub mod gen_select;
 
 use isa_specs::{Loaded, Machine, SourceMap, SpanKey, SpanTable};
 
@@ -79,19 +81,21 @@ pub struct GeneratedFile {
     pub text: String,
 }
 
-/// The Rust artifacts of one target, in a fixed order.
-pub const ARTIFACTS: [&str; 4] = ["inst", "encode", "asm", "sched"];
+/// The Rust generators of one target, by artifact, in a fixed order.
+#[cfg(feature = "rust")]
+const GENERATORS: [(&str, fn(&Ctx) -> syn::File); 5] = [
+    ("inst", gen_inst::generate),
+    ("encode", gen_encode::generate),
+    ("asm", gen_asm::generate),
+    ("sched", gen_sched::generate),
+    ("select", gen_select::generate),
+];
 
 /// Generates every Rust artifact of one target.
 #[cfg(feature = "rust")]
 pub fn generate_all(ctx: &Ctx) -> Vec<GeneratedFile> {
-    let gens: [(&'static str, fn(&Ctx) -> syn::File); 4] = [
-        ("inst", gen_inst::generate),
-        ("encode", gen_encode::generate),
-        ("asm", gen_asm::generate),
-        ("sched", gen_sched::generate),
-    ];
-    gens.iter()
+    GENERATORS
+        .iter()
         .map(|(artifact, g)| GeneratedFile {
             artifact,
             text: emit::print_file(ctx, artifact, &g(ctx)),

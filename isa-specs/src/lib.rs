@@ -37,6 +37,7 @@ pub mod eval;
 mod load;
 pub mod model;
 pub mod program;
+pub mod select;
 pub mod semantic_ops;
 pub mod source;
 pub mod spans;

@@ -666,6 +666,12 @@ pub trait Isa: Send + Sync + std::fmt::Debug {
     fn occupancy(&self, m: &Machine, inst: &MInst) -> i64;
     /// Dynamic energy in pJ.
     fn energy(&self, m: &Machine, inst: &MInst) -> f64;
+    /// Instructions whose semantics match a tile operation structurally, with their bindings (see [`crate::select`]).
+    fn match_op(
+        &self,
+        m: &Machine,
+        op: &crate::select::TileOp,
+    ) -> Vec<(InstId, crate::select::Binder)>;
 }
 
 /// Bytes of one microcode word.

@@ -98,24 +98,32 @@ impl Gen<'_> {
     }
 
     fn affine(&self, a: &Affine) -> TokenStream {
-        let c = a.constant;
-        let terms = a.terms.iter().map(|(i, k)| {
-            let x = var(*i);
-            quote!(+ #k * #x)
-        });
-        quote!((#c #(#terms)*))
+        let mut parts: Vec<TokenStream> = a
+            .terms
+            .iter()
+            .map(|(i, k)| {
+                let x = var(*i);
+                if *k == 1 { quote!(#x) } else { quote!(#k * #x) }
+            })
+            .collect();
+        if a.constant != 0 || parts.is_empty() {
+            let c = a.constant;
+            parts.push(quote!(#c));
+        }
+        if parts.len() == 1 {
+            parts.remove(0)
+        } else {
+            quote!((#(#parts)+*))
+        }
     }
 
     /// Row-major strides of a shape, as expressions.
     fn dense_strides(dims: &[TokenStream]) -> Vec<TokenStream> {
         (0..dims.len())
-            .map(|d| {
-                let rest = &dims[d + 1..];
-                if rest.is_empty() {
-                    quote!(1i64)
-                } else {
-                    quote!((1i64 #(* #rest)*))
-                }
+            .map(|d| match &dims[d + 1..] {
+                [] => quote!(1i64),
+                [one] => quote!(#one),
+                rest => quote!((#(#rest)**)),
             })
             .collect()
     }
@@ -143,11 +151,24 @@ impl Gen<'_> {
             }
             _ => return quote!(0i64),
         };
-        let parts = a.indices.iter().zip(&strides).map(|(ix, s)| {
-            let i = self.affine(ix);
-            quote!(#i * #s)
-        });
-        quote!((0i64 #(+ #parts)*))
+        let parts: Vec<TokenStream> = a
+            .indices
+            .iter()
+            .zip(&strides)
+            .map(|(ix, s)| {
+                let i = self.affine(ix);
+                if s.to_string() == "1i64" {
+                    i
+                } else {
+                    quote!(#i * #s)
+                }
+            })
+            .collect();
+        match parts.as_slice() {
+            [] => quote!(0i64),
+            [one] => one.clone(),
+            _ => quote!((#(#parts)+*)),
+        }
     }
 
     fn load(&self, a: &Access) -> TokenStream {

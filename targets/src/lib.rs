@@ -69,6 +69,11 @@ macro_rules! target {
                     "_sched.rs"
                 ));
             }
+            /// The selector patterns.
+            #[allow(clippy::all, clippy::pedantic, unused, reason = "generated code")]
+            pub mod select {
+                include!(concat!(env!("OUT_DIR"), "/", stringify!($stem), "_select.rs"));
+            }
             /// The simulator core: semantics as loops, access sets.
             #[allow(clippy::all, clippy::pedantic, unused, reason = "generated code")]
             pub mod exec {
@@ -179,6 +184,9 @@ macro_rules! target {
                 }
                 fn energy(&self, m: &isa_specs::Machine, i: &isa_specs::target::MInst) -> f64 {
                     Self::typed(m, i).map_or(0.0, |i| sched::energy(m, &i))
+                }
+                fn match_op(&self, m: &isa_specs::Machine, op: &isa_specs::select::TileOp) -> Vec<(isa_specs::model::InstId, isa_specs::select::Binder)> {
+                    select::match_all(m, op)
                 }
             }
 

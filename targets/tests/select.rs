@@ -1,0 +1,222 @@
+//! Selection by semantics: for every instruction of every shipped target, the
+//! tile operation its own semantics describe (on the tensors of a legal
+//! instance) selects that very instance; changed operations do not.
+
+mod common;
+
+use common::{Rng, instance};
+use isa_specs::Machine;
+use isa_specs::eval::{self, WithOperands};
+use isa_specs::model::*;
+use isa_specs::select::{self, TileAccess, TileExpr, TileOp, TilePlace, TileTensor};
+use isa_specs::target::{MInst, OpValue};
+
+fn env<'a>(params: &'a [i64], imms: &'a [Option<i64>]) -> WithOperands<'a> {
+    WithOperands {
+        params,
+        operands: imms,
+    }
+}
+
+/// The tile operation an instruction instance performs, with tensor `i` standing for operand `i`.
+fn tile_op(m: &Machine, inst: &MInst) -> Option<TileOp> {
+    let def = &m.instructions[inst.inst.index()];
+    let (target, op, value) = def.semantics.stmts.iter().find_map(|s| match s {
+        Stmt::Assign { target, op, value } => Some((target, *op, value)),
+        Stmt::Action(_) => None,
+    })?;
+    let params: Vec<i64> = m.params.iter().map(|p| p.value).collect();
+    let imms: Vec<Option<i64>> = inst.operands.iter().map(|v| v.as_int()).collect();
+    let e = env(&params, &imms);
+    let dims = |d: &[Expr]| {
+        d.iter()
+            .map(|x| eval::eval_int(x, &e).expect("shape evaluates"))
+            .collect::<Vec<i64>>()
+    };
+    let tensors = def
+        .operands
+        .iter()
+        .zip(&inst.operands)
+        .map(|(o, v)| match (&o.kind, v) {
+            (OperandKind::Reg { file, shape }, OpValue::Reg(r)) => TileTensor {
+                dtype: m.regfiles[file.index()].dtype,
+                shape: dims(shape),
+                place: TilePlace::Reg {
+                    file: *file,
+                    reg: *r,
+                },
+            },
+            (
+                OperandKind::Mem {
+                    mem,
+                    shape,
+                    dtype,
+                    stride,
+                    ..
+                },
+                OpValue::Addr(a),
+            ) => {
+                let shape = dims(shape);
+                let strides = stride
+                    .as_ref()
+                    .map_or_else(|| select::dense(&shape), |s| dims(s));
+                TileTensor {
+                    dtype: *dtype,
+                    shape,
+                    place: TilePlace::Mem {
+                        mem: *mem,
+                        addr: *a,
+                        strides,
+                    },
+                }
+            }
+            (_, OpValue::Imm(v)) => TileTensor {
+                dtype: DType::I32,
+                shape: vec![],
+                place: TilePlace::Imm(*v),
+            },
+            (_, OpValue::Real(x)) => TileTensor {
+                dtype: DType::F32,
+                shape: vec![],
+                place: TilePlace::Real(*x),
+            },
+            _ => TileTensor {
+                dtype: DType::I32,
+                shape: vec![],
+                place: TilePlace::Imm(0),
+            },
+        })
+        .collect();
+    let extents = def
+        .semantics
+        .indices
+        .iter()
+        .map(|ix| eval::eval_int(&ix.extent, &e).expect("extent evaluates"))
+        .collect();
+    let access = |a: &Access| TileAccess {
+        tensor: a.operand.index(),
+        indices: a.indices.clone(),
+    };
+    fn expr(x: &SemExpr, e: &WithOperands<'_>, access: &dyn Fn(&Access) -> TileAccess) -> TileExpr {
+        match x {
+            SemExpr::Access(a) => TileExpr::Access(access(a)),
+            SemExpr::Const(c) => {
+                TileExpr::Const(eval::eval(c, e).expect("constant evaluates").as_f64())
+            }
+            SemExpr::Neg(a) => TileExpr::Neg(Box::new(expr(a, e, access))),
+            SemExpr::Binary(op, a, b) => TileExpr::Binary(
+                *op,
+                Box::new(expr(a, e, access)),
+                Box::new(expr(b, e, access)),
+            ),
+            SemExpr::Call(f, args) => {
+                TileExpr::Call(*f, args.iter().map(|a| expr(a, e, access)).collect())
+            }
+            SemExpr::Cast(d, a) => TileExpr::Cast(*d, Box::new(expr(a, e, access))),
+            SemExpr::Reduce(op, ids, body) => {
+                TileExpr::Reduce(*op, ids.clone(), Box::new(expr(body, e, access)))
+            }
+        }
+    }
+    Some(TileOp {
+        tensors,
+        extents,
+        target: access(target),
+        op,
+        value: expr(value, &e, &access),
+    })
+}
+
+fn assignments(inst: &Instruction) -> usize {
+    inst.semantics
+        .stmts
+        .iter()
+        .filter(|s| matches!(s, Stmt::Assign { .. }))
+        .count()
+}
+
+/// Semaphores are allocated by the caller of `select`: compare without them.
+fn without_sems(mut i: MInst) -> MInst {
+    for v in &mut i.operands {
+        if let OpValue::Sem(_) = v {
+            *v = OpValue::Sem(0);
+        }
+    }
+    i
+}
+
+#[test]
+fn every_instruction_selects_itself() {
+    let mut checked = 0;
+    for t in targets::all() {
+        let (m, isa) = (t.machine(), t.isa());
+        for (i, def) in m.instructions.iter().enumerate() {
+            if assignments(def) != 1 {
+                continue;
+            }
+            let mut rng = Rng(0x5E1EC7 + i as u64);
+            let Some(inst) = instance(&mut rng, m, InstId::from_index(i)) else {
+                continue;
+            };
+            let op = tile_op(m, &inst).expect("one assignment");
+            let found = select::select(isa, m, &op);
+            let want = without_sems(inst);
+            assert!(
+                found.iter().any(|s| s.inst == want),
+                "{}: `{}` does not select itself for {op:?}; found {:?}",
+                t.name(),
+                def.name,
+                found
+                    .iter()
+                    .map(|s| m.instructions[s.inst.inst.index()].name.as_str())
+                    .collect::<Vec<_>>()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 150, "only {checked} instructions checked");
+}
+
+#[test]
+fn changed_operations_do_not_select_the_instruction() {
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let (m, isa) = (t.machine(), t.isa());
+    let id = m.instruction("vexp").expect("vliw-systolic has vexp");
+    let inst = instance(&mut Rng(3), m, id).expect("instance");
+    let op = tile_op(m, &inst).expect("op");
+    assert!(
+        select::select(isa, m, &op)
+            .iter()
+            .any(|s| s.inst.inst == id)
+    );
+    // tanh instead of exp: another instruction (vtanh) or none, never vexp.
+    let mut tanh = op.clone();
+    if let TileExpr::Call(f, _) = &mut tanh.value {
+        *f = Func::Tanh;
+    }
+    assert!(
+        select::select(isa, m, &tanh)
+            .iter()
+            .all(|s| s.inst.inst != id)
+    );
+    // A tensor in the wrong register file: no match.
+    let mut wrong = op.clone();
+    if let TilePlace::Reg { file, .. } = &mut wrong.tensors[0].place {
+        *file = RegFileId(file.0 + 1);
+    }
+    assert!(
+        select::select(isa, m, &wrong)
+            .iter()
+            .all(|s| s.inst.inst != id)
+    );
+    // A matrix multiply of the MXU's shape selects an MXU instruction, cheapest first.
+    let mm = m.instruction("mmul").expect("mmul");
+    let mm_inst = instance(&mut Rng(5), m, mm).expect("instance");
+    let mm_op = tile_op(m, &mm_inst).expect("op");
+    let sel = select::select(isa, m, &mm_op);
+    assert!(sel.iter().any(|s| s.inst.inst == mm), "{sel:?}");
+    assert!(
+        sel.windows(2)
+            .all(|w| (w[0].occupancy, w[0].latency) <= (w[1].occupancy, w[1].latency))
+    );
+}
