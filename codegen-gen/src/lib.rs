@@ -81,9 +81,13 @@ pub struct GeneratedFile {
     pub text: String,
 }
 
+/// A Rust generator: the model to one file.
+#[cfg(feature = "rust")]
+type Generator = fn(&Ctx) -> syn::File;
+
 /// The Rust generators of one target, by artifact, in a fixed order.
 #[cfg(feature = "rust")]
-const GENERATORS: [(&str, fn(&Ctx) -> syn::File); 5] = [
+const GENERATORS: [(&str, Generator); 5] = [
     ("inst", gen_inst::generate),
     ("encode", gen_encode::generate),
     ("asm", gen_asm::generate),

@@ -116,9 +116,9 @@ fn directive_line(m: &Machine, p: &mut Program, line: &str) -> Result<(), AsmErr
                 addr: target::asm::addr(addr)?,
             };
             if kind == "input" {
-                p.inputs.push(desc)
+                p.inputs.push(desc);
             } else {
-                p.outputs.push(desc)
+                p.outputs.push(desc);
             }
             Ok(())
         }

@@ -308,10 +308,10 @@ pub fn finish(m: &Machine, inst: InstId, b: &Binder, op: &TileOp) -> Result<MIns
 /// Operands an expression reads.
 fn unknowns(e: &Expr, known: &[Option<i64>], out: &mut Vec<usize>) {
     match e {
-        Expr::Operand(o) if known.get(o.index()).copied().flatten().is_none() => {
-            if !out.contains(&o.index()) {
-                out.push(o.index());
-            }
+        Expr::Operand(o)
+            if known.get(o.index()).copied().flatten().is_none() && !out.contains(&o.index()) =>
+        {
+            out.push(o.index());
         }
         Expr::Neg(a) => unknowns(a, known, out),
         Expr::Binary(_, a, b) => {

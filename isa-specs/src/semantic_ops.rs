@@ -233,10 +233,10 @@ fn copy_kind(inst: &Instruction, target: &Access, value: &SemExpr, out: &mut Vec
             });
         }
         (Some(OperandKind::Mem { mem, .. }), Some(OperandKind::Reg { .. })) => {
-            out.push(SemOp::Load(*mem))
+            out.push(SemOp::Load(*mem));
         }
         (Some(OperandKind::Reg { .. }), Some(OperandKind::Mem { mem, .. })) => {
-            out.push(SemOp::Store(*mem))
+            out.push(SemOp::Store(*mem));
         }
         _ => {}
     }

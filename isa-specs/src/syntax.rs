@@ -25,17 +25,14 @@ pub fn parse(file: FileId, text: &str) -> Result<Vec<Item>, Diagnostic> {
     pest::set_call_limit(std::num::NonZeroUsize::new(CALL_LIMIT));
     // Tracking parse attempts doubles the parse time: only re-parse with it to explain an error.
     pest::set_error_detail(false);
-    let mut pairs = match AdlParser::parse(Rule::file, text) {
-        Ok(pairs) => pairs,
-        Err(_) => {
-            pest::set_error_detail(true);
-            let detailed = AdlParser::parse(Rule::file, text).err();
-            pest::set_error_detail(false);
-            return Err(detailed.map_or_else(
-                || internal(Span::new(file, 0, 0)),
-                |e| syntax_error(file, text, &e),
-            ));
-        }
+    let Ok(mut pairs) = AdlParser::parse(Rule::file, text) else {
+        pest::set_error_detail(true);
+        let detailed = AdlParser::parse(Rule::file, text).err();
+        pest::set_error_detail(false);
+        return Err(detailed.map_or_else(
+            || internal(Span::new(file, 0, 0)),
+            |e| syntax_error(file, text, &e),
+        ));
     };
     let builder = Builder { file };
     let Some(root) = pairs.next() else {

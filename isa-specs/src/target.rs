@@ -750,7 +750,7 @@ pub fn decode_program(
     code: &[u8],
 ) -> Result<Vec<Bundle>, (usize, DecodeError)> {
     let wb = word_bytes(m);
-    if code.len() % wb != 0 {
+    if !code.len().is_multiple_of(wb) {
         return Err((
             0,
             DecodeError::Length {

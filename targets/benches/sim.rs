@@ -37,7 +37,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             t.simulate(m, &program, &[], &Config::default())
                 .map(|o| o.report.cycles)
-        })
+        });
     });
     g.bench_function("timing_only", |b| {
         let cfg = Config {

@@ -200,7 +200,7 @@ fn changed_operations_do_not_select_the_instruction() {
             .all(|s| s.inst.inst != id)
     );
     // A tensor in the wrong register file: no match.
-    let mut wrong = op.clone();
+    let mut wrong = op;
     if let TilePlace::Reg { file, .. } = &mut wrong.tensors[0].place {
         *file = RegFileId(file.0 + 1);
     }

@@ -18,7 +18,7 @@ fn names_in(e: &ast::Expr, out: &mut Vec<(String, crate::source::Span)>) {
             names_in(b, out);
         }
         ExprKind::Call(_, args) | ExprKind::Index(_, args) => {
-            args.iter().for_each(|a| names_in(a, out))
+            args.iter().for_each(|a| names_in(a, out));
         }
         ExprKind::Int(_) | ExprKind::Real(_) | ExprKind::Member(..) => {}
     }

@@ -95,8 +95,10 @@ fn statement(c: &mut Checker, cx: &mut Ctx<'_>, s: &ast::Stmt) -> Option<Stmt> {
         } => {
             let (access, target_dtype, lhs) = target_access(c, cx, target)?;
             let v = typed(c, cx, value, &lhs)?;
-            if *op == AssignOp::Set {
-                for idx in v.free.difference(&lhs) {
+            if *op == AssignOp::Set
+                && let Some(idx) = v.free.difference(&lhs).next()
+            {
+                {
                     let (var, vspan) = &cx.indices[idx.index()];
                     let msg = format!(
                         "index `{}` appears only on the right of `=` and is not reduced",

@@ -173,6 +173,8 @@ struct Engine<'m> {
     energy: f64,
     access_energy: f64,
     last_done: u64,
+    /// Completion of the latest-finishing instruction issued so far.
+    max_end: u64,
 }
 
 impl Engine<'_> {
@@ -267,7 +269,7 @@ pub fn run<T: SimIsa>(
     }
     // Decode everything first: an illegal word is reported before anything runs.
     let wb = isa_specs::target::word_bytes(m);
-    if program.code.len() % wb != 0 {
+    if !program.code.len().is_multiple_of(wb) {
         return Err(fail(
             Fault::IllegalEncoding(format!(
                 "{} bytes of microcode is not a whole number of {wb}-byte words",
@@ -313,6 +315,7 @@ pub fn run<T: SimIsa>(
         energy: 0.0,
         access_energy: 0.0,
         last_done: 0,
+        max_end: 0,
     };
     let mut trace = cfg.trace.then(Trace::default);
     let (mut issued_bundles, mut issued) = (0u64, 0u64);
@@ -444,7 +447,7 @@ fn issue_time<T: SimIsa>(
             for a in &f.accesses {
                 match a.place {
                     Place::Reg { file, reg } => {
-                        t = t.max(e.reg_ready.get(&(file, reg)).copied().unwrap_or(0))
+                        t = t.max(e.reg_ready.get(&(file, reg)).copied().unwrap_or(0));
                     }
                     Place::Mem { mem, start, end } => {
                         for &(_, _, _, ready) in e
@@ -459,12 +462,13 @@ fn issue_time<T: SimIsa>(
             }
         }
         if f.fence {
+            // Every earlier instruction, synchronous or not, has completed.
             t = e
                 .inflight
                 .iter()
                 .map(|x| x.end)
                 .chain(e.pending.iter().map(|p| p.0))
-                .fold(t, u64::max);
+                .fold(t.max(e.max_end), u64::max);
         }
         for (bank, idx) in &f.waits {
             match e.sem_ready(st, *bank, *idx, t) {
@@ -491,6 +495,21 @@ fn issue_time<T: SimIsa>(
 fn check_hazards(e: &Engine<'_>, m: &Machine, f: &Effects) -> Result<(), Fault> {
     for a in &f.accesses {
         match a.place {
+            Place::Reg { file, reg } if a.write && m.hazards == Hazards::Exposed => {
+                if let Some(ready) = e
+                    .reg_ready
+                    .get(&(file, reg))
+                    .copied()
+                    .filter(|r| *r > e.now)
+                {
+                    return Err(Fault::WriteHazard {
+                        file: m.regfiles[file].name.clone(),
+                        reg,
+                        cycle: e.now,
+                        ready,
+                    });
+                }
+            }
             Place::Reg { file, reg } if !a.write && m.hazards == Hazards::Exposed => {
                 if let Some(ready) = e
                     .reg_ready
@@ -572,12 +591,14 @@ fn issue<T: SimIsa>(
         }
     }
     let end = start + lat;
+    // A copy is busy from when it starts (a transfer may wait for bandwidth) for its occupancy, or until it finishes if not pipelined.
     let busy = if unit.pipelined {
         occ
     } else {
-        occ.max(end - e.now)
+        occ.max(end - start)
     };
-    e.unit_free[u][copy] = e.now + busy;
+    e.unit_free[u][copy] = start + busy;
+    e.max_end = e.max_end.max(end);
     e.busy[u] += busy;
     e.energy += T::energy(m, inst);
     for a in &f.accesses {

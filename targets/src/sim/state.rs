@@ -39,6 +39,17 @@ pub enum Fault {
         /// Cycle the value becomes ready.
         ready: u64,
     },
+    /// On an exposed pipeline: a register written while an earlier write to it is still in flight.
+    WriteHazard {
+        /// The register file.
+        file: String,
+        /// The register.
+        reg: u32,
+        /// Cycle of the new write.
+        cycle: u64,
+        /// Cycle the earlier write lands.
+        ready: u64,
+    },
     /// On an exposed pipeline: memory read before the instruction writing it has finished.
     MemoryHazard {
         /// The memory.
@@ -114,6 +125,15 @@ impl std::fmt::Display for Fault {
                 f,
                 "hazard: `{memory}` at {addr:#x} accessed at cycle {cycle} but the instruction writing it finishes only at cycle {ready} (the pipeline is exposed: the schedule must wait)"
             ),
+            Fault::WriteHazard {
+                file,
+                reg,
+                cycle,
+                ready,
+            } => write!(
+                f,
+                "hazard: `{file}{reg}` written at cycle {cycle} while an earlier write to it lands only at cycle {ready} (the pipeline is exposed: results could land out of order)"
+            ),
             Fault::DmaConflict {
                 memory,
                 addr,
@@ -162,7 +182,7 @@ impl Backing {
     fn write(&mut self, addr: u64, bytes: &[u8]) {
         match self {
             Backing::Flat(v) => {
-                v[addr as usize..addr as usize + bytes.len()].copy_from_slice(bytes)
+                v[addr as usize..addr as usize + bytes.len()].copy_from_slice(bytes);
             }
             Backing::Paged(pages) => {
                 for (i, b) in bytes.iter().enumerate() {
