@@ -45,9 +45,8 @@ fn ok_specs_check_cleanly() {
 #[test]
 fn err_specs_report_errors() {
     insta::glob!("specs/err/*.isa", |path| {
-        let failed = match isa_specs::load_file(relative(path), &overrides(path)) {
-            Ok(_) => panic!("{} should have errors", path.display()),
-            Err(f) => f,
+        let Err(failed) = isa_specs::load_file(relative(path), &overrides(path)) else {
+            panic!("{} should have errors", path.display());
         };
         assert!(
             failed.diagnostics.error_count() >= 1,
