@@ -98,25 +98,20 @@ fn statement(c: &mut Checker, cx: &mut Ctx<'_>, s: &ast::Stmt) -> Option<Stmt> {
             if *op == AssignOp::Set
                 && let Some(idx) = v.free.difference(&lhs).next()
             {
-                {
-                    let (var, vspan) = &cx.indices[idx.index()];
-                    let msg = format!(
-                        "index `{}` appears only on the right of `=` and is not reduced",
-                        var.name
-                    );
-                    let help = format!(
-                        "reduce it (`sum({0}) ...`, `max({0}) ...`) or accumulate with `+=`",
-                        var.name
-                    );
-                    return fail(
-                        c,
-                        cx,
-                        Diagnostic::new(Code::UnboundIndex, *vspan, msg)
-                            .label("only on the right")
-                            .with_secondary(target.span, "not on the left")
-                            .help(help),
-                    );
-                }
+                let (var, vspan) = &cx.indices[idx.index()];
+                let msg = format!(
+                    "index `{}` appears only on the right of `=` and is not reduced",
+                    var.name
+                );
+                let help = format!(
+                    "reduce it (`sum({0}) ...`, `max({0}) ...`) or accumulate with `+=`",
+                    var.name
+                );
+                let d = Diagnostic::new(Code::UnboundIndex, *vspan, msg)
+                    .label("only on the right")
+                    .with_secondary(target.span, "not on the left")
+                    .help(help);
+                return fail(c, cx, d);
             }
             if let Some(vt) = v.dtype
                 && vt != target_dtype
