@@ -169,31 +169,26 @@ pub fn disassemble(isa: &dyn Isa, m: &Machine, p: &Program) -> Result<String, St
         p.code.len() / target::word_bytes(m).max(1),
         m.word_bits
     );
-    let shape = |s: &[u64]| {
+    let directive = |kind: &str, t: &TensorDesc| {
+        let shape = t
+            .shape
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
         format!(
-            "[{}]",
-            s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            ".{kind} {} {} @{:#x} {} [{shape}]\n",
+            t.name,
+            t.memory,
+            t.addr,
+            t.dtype.name()
         )
     };
     for t in &p.inputs {
-        out.push_str(&format!(
-            ".input {} {} @{:#x} {} {}\n",
-            t.name,
-            t.memory,
-            t.addr,
-            t.dtype.name(),
-            shape(&t.shape)
-        ));
+        out.push_str(&directive("input", t));
     }
     for t in &p.outputs {
-        out.push_str(&format!(
-            ".output {} {} @{:#x} {} {}\n",
-            t.name,
-            t.memory,
-            t.addr,
-            t.dtype.name(),
-            shape(&t.shape)
-        ));
+        out.push_str(&directive("output", t));
     }
     for d in &p.data {
         // Raw bytes as u8 keep the data exact whatever element type it was written with.

@@ -111,6 +111,48 @@ impl TargetArgs {
     }
 }
 
+/// A program file, its target and the machine it was built for (the program's
+/// parameter values unless `set` gives others), or the reason it cannot be used
+/// (already printed; the caller exits with [`EXIT_ERRORS`]).
+pub fn open_program(
+    path: &std::path::Path,
+    set: &[(String, i64)],
+) -> anyhow::Result<
+    Option<(
+        isa_specs::program::Program,
+        &'static ::targets::Target,
+        isa_specs::Machine,
+    )>,
+> {
+    let program = match isa_specs::program::Program::load(path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            return Ok(None);
+        }
+    };
+    let Some(t) = ::targets::by_name(&program.target) else {
+        eprintln!(
+            "error: {}: built for target `{}`, which this tessera does not have (targets: {})",
+            path.display(),
+            program.target,
+            ::targets::names().join(", ")
+        );
+        return Ok(None);
+    };
+    let set = if set.is_empty() {
+        program.params.clone()
+    } else {
+        set.to_vec()
+    };
+    let machine = t.with_params(&set).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Err(e) = program.check_machine(&machine) {
+        eprintln!("error: {}: {e}", path.display());
+        return Ok(None);
+    }
+    Ok(Some((program, t, machine)))
+}
+
 /// Parses `--set NAME=VALUE`.
 pub fn parse_set(s: &str) -> Result<(String, i64), String> {
     isa_specs::parse_override(s)

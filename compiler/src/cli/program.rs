@@ -3,7 +3,6 @@
 use super::{EXIT_ERRORS, EXIT_OK, TargetArgs};
 use anyhow::Context as _;
 use clap::Args;
-use isa_specs::program::Program;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -61,33 +60,9 @@ pub struct DisasmArgs {
 
 /// Prints a program as assembly that `tessera asm` reads back.
 pub fn disasm(args: &DisasmArgs) -> anyhow::Result<ExitCode> {
-    let program = match Program::load(&args.program) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {}: {e}", args.program.display());
-            return Ok(ExitCode::from(EXIT_ERRORS));
-        }
-    };
-    let Some(t) = targets::by_name(&program.target) else {
-        eprintln!(
-            "error: {}: built for target `{}`, which this tessera does not have (targets: {})",
-            args.program.display(),
-            program.target,
-            targets::names().join(", ")
-        );
+    let Some((program, t, machine)) = super::open_program(&args.program, &args.set)? else {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
-    // The program's own parameter values, unless the command line gives others.
-    let set = if args.set.is_empty() {
-        program.params.clone()
-    } else {
-        args.set.clone()
-    };
-    let machine = t.with_params(&set).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if let Err(e) = program.check_machine(&machine) {
-        eprintln!("error: {}: {e}", args.program.display());
-        return Ok(ExitCode::from(EXIT_ERRORS));
-    }
     match isa_specs::assembly::disassemble(t.isa(), &machine, &program) {
         Ok(text) => {
             print!("{text}");

@@ -95,31 +95,9 @@ fn inputs(program: &Program, args: &SimArgs) -> anyhow::Result<Vec<(String, Vec<
 
 /// Runs a program.
 pub fn sim(args: &SimArgs) -> anyhow::Result<ExitCode> {
-    let program = match Program::load(&args.program) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {}: {e}", args.program.display());
-            return Ok(ExitCode::from(EXIT_ERRORS));
-        }
-    };
-    let Some(t) = targets::by_name(&program.target) else {
-        eprintln!(
-            "error: {}: built for target `{}`, which this tessera does not have",
-            args.program.display(),
-            program.target
-        );
+    let Some((program, t, machine)) = super::open_program(&args.program, &args.set)? else {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
-    let set = if args.set.is_empty() {
-        program.params.clone()
-    } else {
-        args.set.clone()
-    };
-    let machine = t.with_params(&set).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if let Err(e) = program.check_machine(&machine) {
-        eprintln!("error: {}: {e}", args.program.display());
-        return Ok(ExitCode::from(EXIT_ERRORS));
-    }
     let data = inputs(&program, args)?;
     let cfg = Config {
         functional: !args.timing_only,
