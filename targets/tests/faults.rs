@@ -1,7 +1,8 @@
 //! The simulators report — never panic on — what a program does wrong:
 //! out-of-bounds accesses, illegal encodings, hazards an exposed pipeline's
-//! schedule violated, DMA conflicts, deadlocks; and the assembler refuses
-//! addresses its fields cannot hold (so unaligned addresses never reach a simulator).
+//! schedule violated, DMA conflicts, deadlocks, unaligned tensors; and the
+//! assembler refuses instruction addresses its fields cannot hold (fields
+//! store address / alignment, so unaligned instruction addresses cannot exist).
 
 use isa_specs::assembly::assemble;
 use targets::sim::{Config, Fault};
@@ -106,6 +107,22 @@ fn dma_conflict_is_a_fault() {
 fn waiting_for_nothing_is_a_deadlock() {
     let e = run("systolic-os", "wait sem3\nhalt\n").expect_err("deadlock");
     assert!(matches!(e.fault, Fault::Deadlock { index: 3, .. }), "{e}");
+}
+
+#[test]
+fn unaligned_tensors_are_a_fault() {
+    let e = run("systolic-os", ".input x ofmap @0x2 f32 [4]\nhalt\n").expect_err("unaligned");
+    assert!(
+        matches!(
+            e.fault,
+            Fault::Unaligned {
+                addr: 2,
+                align: 4,
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]

@@ -240,6 +240,18 @@ pub fn run<T: SimIsa>(
     program
         .check_machine(m)
         .map_err(|e| fail(Fault::IllegalEncoding(e.to_string()), 0))?;
+    // Instruction addresses are aligned by their encoding; the program's tensors are placed by its descriptors.
+    for t in program.inputs.iter().chain(&program.outputs) {
+        if t.addr % t.dtype.bytes() != 0 {
+            let fault = Fault::Unaligned {
+                tensor: t.name.clone(),
+                memory: t.memory.clone(),
+                addr: t.addr,
+                align: t.dtype.bytes(),
+            };
+            return Err(fail(fault, 0));
+        }
+    }
     let mut st = State::new(m, cfg.functional);
     let mem_id = |name: &str| m.memories.iter().position(|x| x.name == name);
     if cfg.functional {

@@ -17,6 +17,17 @@ pub enum Fault {
         /// Bytes accessed.
         bytes: u64,
     },
+    /// A tensor of the program placed at an address its element size does not divide.
+    Unaligned {
+        /// The tensor.
+        tensor: String,
+        /// The memory.
+        memory: String,
+        /// The byte address.
+        addr: u64,
+        /// The alignment required.
+        align: u64,
+    },
     /// A register index or element outside its register file.
     BadRegister {
         /// The register file.
@@ -105,6 +116,17 @@ impl std::fmt::Display for Fault {
             ),
             Fault::BadRegister { file, reg, elem } => {
                 write!(f, "register `{file}{reg}` element {elem} does not exist")
+            }
+            Fault::Unaligned {
+                tensor,
+                memory,
+                addr,
+                align,
+            } => {
+                write!(
+                    f,
+                    "tensor `{tensor}` at {addr:#x} in `{memory}` is not aligned to its {align}-byte elements"
+                )
             }
             Fault::IllegalEncoding(e) => write!(f, "{e}"),
             Fault::Hazard {
