@@ -1,373 +1,11 @@
-//! The ISA reference manual: Markdown and HTML, rendered with handlebars.
-//!
-//! The manual is laid out by two templates, `templates/manual.md.hbs` and
-//! `templates/manual.html.hbs`, embedded with `include_str!` and rendered in
-//! strict mode (a missing field is an error, never an empty string). Neither
-//! template computes anything: this module builds a `Manual` view — plain
-//! serde data, in model order, every text already written out — and the
-//! templates only place it. Both formats render the same view, so they always
-//! say the same things.
-//!
-//! [`expr_text`] and [`semantics_text`] write model expressions and
-//! instruction semantics back as an architect would type them; other
-//! generators use them for comments.
+//! The view the manual templates render: plain serde data built from the
+//! machine model, in model order, with every text already written out.
 
+use super::text::{Names, eval_params, expr_text, fmt_bytes, fmt_real, is_literal};
 use crate::Ctx;
-use handlebars::Handlebars;
-use isa_specs::eval::{self, Num};
-use isa_specs::model::{
-    Access, Action, Affine, AssignOp, BinOp, Expr, FieldSource, Format, Hazards, InstId,
-    Instruction, IntQ, MemKind, Memory, Operand, OperandId, OperandKind, RealQ, ReduceOp, RegFile,
-    SemExpr, Slot, Stmt,
-};
+use isa_specs::model::*;
 use isa_specs::{Machine, SpanKey};
 use serde::Serialize;
-use std::fmt::Write as _;
-
-const MARKDOWN_TEMPLATE: &str = include_str!("../templates/manual.md.hbs");
-const HTML_TEMPLATE: &str = include_str!("../templates/manual.html.hbs");
-
-/// Errors rendering the manual (a template bug, always a bug in this crate).
-#[derive(Debug)]
-pub struct DocError(pub String);
-
-impl std::fmt::Display for DocError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "cannot render the ISA manual (a bug in codegen-gen): {}",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for DocError {}
-
-/// The manual as GitHub-flavoured Markdown.
-pub fn manual_markdown(ctx: &Ctx) -> Result<String, DocError> {
-    render(MARKDOWN_TEMPLATE, markdown_escape, &manual(ctx))
-}
-
-/// The manual as one self-contained HTML page.
-pub fn manual_html(ctx: &Ctx) -> Result<String, DocError> {
-    render(HTML_TEMPLATE, html_escape, &manual(ctx))
-}
-
-fn render(template: &str, escape: fn(&str) -> String, view: &Manual) -> Result<String, DocError> {
-    let mut hb = Handlebars::new();
-    hb.set_strict_mode(true);
-    hb.register_escape_fn(escape);
-    hb.register_template_string("manual", template)
-        .map_err(|e| DocError(e.to_string()))?;
-    hb.render("manual", view)
-        .map_err(|e| DocError(e.to_string()))
-}
-
-/// Keeps text inside one cell of a GitHub table.
-fn markdown_escape(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
-}
-
-fn html_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
-// ---------------------------------------------------------------------------
-// Expressions and semantics as text
-
-/// An expression as written in a description, e.g. `m + SA_ROWS + 2`, with
-/// the fewest parentheses that keep its meaning. Operands are named after
-/// `inst`'s operands (without an instruction, `operand#N`).
-pub fn expr_text(m: &Machine, inst: Option<&Instruction>, e: &Expr) -> String {
-    let mut out = String::new();
-    Names { m, inst }.expr(&mut out, e);
-    out
-}
-
-/// An instruction's semantics in index notation, one statement per line,
-/// e.g. `d[i, j] += f32(a[i, k]) * f32(b[k, j]);`.
-pub fn semantics_text(m: &Machine, inst: &Instruction) -> String {
-    let names = Names {
-        m,
-        inst: Some(inst),
-    };
-    let lines: Vec<String> = inst.semantics.stmts.iter().map(|s| names.stmt(s)).collect();
-    lines.join("\n")
-}
-
-/// Binding strength: sums 1, products 2, negation 3, atoms 4.
-fn binop_prec(op: BinOp) -> u8 {
-    match op {
-        BinOp::Add | BinOp::Sub => 1,
-        BinOp::Mul | BinOp::Div | BinOp::Rem => 2,
-    }
-}
-
-fn expr_prec(e: &Expr) -> u8 {
-    match e {
-        Expr::Binary(op, ..) => binop_prec(*op),
-        Expr::Neg(_) => 3,
-        Expr::Int(v) if *v < 0 => 3,
-        Expr::Real(v) if v.is_sign_negative() => 3,
-        _ => 4,
-    }
-}
-
-/// A real literal that reads back as a real (`20.0`, `0.55`, `2e-3`).
-fn real_literal(v: f64) -> String {
-    format!("{v:?}")
-}
-
-fn push_group(out: &mut String, paren: bool, body: impl FnOnce(&mut String)) {
-    if paren {
-        out.push('(');
-    }
-    body(out);
-    if paren {
-        out.push(')');
-    }
-}
-
-/// Resolves ids to names while writing text.
-#[derive(Clone, Copy)]
-struct Names<'a> {
-    m: &'a Machine,
-    inst: Option<&'a Instruction>,
-}
-
-impl Names<'_> {
-    fn operand(&self, id: OperandId) -> String {
-        match self.inst.and_then(|i| i.operands.get(id.index())) {
-            Some(op) => op.name.clone(),
-            None => format!("operand#{}", id.0),
-        }
-    }
-
-    fn param(&self, id: isa_specs::model::ParamId) -> String {
-        match self.m.params.get(id.index()) {
-            Some(p) => p.name.clone(),
-            None => format!("param#{}", id.0),
-        }
-    }
-
-    fn index(&self, id: isa_specs::model::IndexId) -> String {
-        match self.inst.and_then(|i| i.semantics.indices.get(id.index())) {
-            Some(ix) => ix.name.clone(),
-            None => format!("index#{}", id.0),
-        }
-    }
-
-    fn expr(&self, out: &mut String, e: &Expr) {
-        match e {
-            Expr::Int(v) => out.push_str(&v.to_string()),
-            Expr::Real(v) => out.push_str(&real_literal(*v)),
-            Expr::Param(p) => out.push_str(&self.param(*p)),
-            Expr::Operand(o) => out.push_str(&self.operand(*o)),
-            Expr::Neg(a) => {
-                out.push('-');
-                push_group(out, expr_prec(a) < 4, |out| self.expr(out, a));
-            }
-            Expr::Binary(op, a, b) => {
-                let p = binop_prec(*op);
-                push_group(out, expr_prec(a) < p, |out| self.expr(out, a));
-                let _ = write!(out, " {} ", op.symbol());
-                push_group(out, expr_prec(b) <= p, |out| self.expr(out, b));
-            }
-            Expr::Call(f, args) => {
-                out.push_str(f.name());
-                self.list(out, args, |out, a| self.expr(out, a));
-            }
-        }
-    }
-
-    fn list<T>(&self, out: &mut String, items: &[T], mut each: impl FnMut(&mut String, &T)) {
-        out.push('(');
-        for (i, item) in items.iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            each(out, item);
-        }
-        out.push(')');
-    }
-
-    fn stmt(&self, s: &Stmt) -> String {
-        match s {
-            Stmt::Assign { target, op, value } => {
-                let mut out = self.access(target);
-                let _ = write!(out, " {} ", op.symbol());
-                self.sem(&mut out, value);
-                out.push(';');
-                out
-            }
-            Stmt::Action(a) => self.action(a),
-        }
-    }
-
-    fn action(&self, a: &Action) -> String {
-        match a {
-            Action::Nop => "nop;".to_owned(),
-            Action::Halt => "halt;".to_owned(),
-            Action::Fence => "fence;".to_owned(),
-            Action::Signal(o) => format!("signal({});", self.operand(*o)),
-            Action::Wait(o) => format!("wait({});", self.operand(*o)),
-        }
-    }
-
-    fn access(&self, a: &Access) -> String {
-        let mut out = self.operand(a.operand);
-        if !a.indices.is_empty() {
-            let idx: Vec<String> = a.indices.iter().map(|x| self.affine(x)).collect();
-            let _ = write!(out, "[{}]", idx.join(", "));
-        }
-        out
-    }
-
-    /// `2*i + k - 1`
-    fn affine(&self, a: &Affine) -> String {
-        let mut out = String::new();
-        for (n, &(ix, coeff)) in a.terms.iter().enumerate() {
-            push_signed(&mut out, n == 0, coeff);
-            if coeff.unsigned_abs() != 1 {
-                let _ = write!(out, "{}*", coeff.unsigned_abs());
-            }
-            out.push_str(&self.index(ix));
-        }
-        if a.terms.is_empty() {
-            out = a.constant.to_string();
-        } else if a.constant != 0 {
-            push_signed(&mut out, false, a.constant);
-            let _ = write!(out, "{}", a.constant.unsigned_abs());
-        }
-        out
-    }
-
-    fn sem(&self, out: &mut String, e: &SemExpr) {
-        match e {
-            SemExpr::Access(a) => out.push_str(&self.access(a)),
-            SemExpr::Const(c) => self.expr(out, c),
-            SemExpr::Neg(a) => {
-                out.push('-');
-                push_group(out, sem_prec(a) < 4, |out| self.sem(out, a));
-            }
-            SemExpr::Binary(op, a, b) => self.sem_binary(out, *op, a, b),
-            SemExpr::Call(f, args) => {
-                out.push_str(f.name());
-                self.list(out, args, |out, a| self.sem(out, a));
-            }
-            SemExpr::Cast(t, a) => {
-                out.push_str(t.name());
-                self.list(out, std::slice::from_ref(&**a), |out, a| self.sem(out, a));
-            }
-            SemExpr::Reduce(op, indices, body) => {
-                let names: Vec<String> = indices.iter().map(|i| self.index(*i)).collect();
-                let _ = write!(out, "{}({}) ", op.word(), names.join(", "));
-                // The body of a reduction is a product: a sum needs parentheses.
-                push_group(out, sem_prec(body) < 2, |out| self.sem(out, body));
-            }
-        }
-    }
-
-    fn sem_binary(&self, out: &mut String, op: BinOp, a: &SemExpr, b: &SemExpr) {
-        let p = binop_prec(op);
-        // A reduction extends over the whole product that follows it, so inside
-        // a product it is bracketed; inside a sum it needs nothing.
-        let reduce_paren = |e: &SemExpr| matches!(e, SemExpr::Reduce(..)) && p == 2;
-        let left = reduce_paren(a) || (!matches!(a, SemExpr::Reduce(..)) && sem_prec(a) < p);
-        let right = reduce_paren(b) || (!matches!(b, SemExpr::Reduce(..)) && sem_prec(b) <= p);
-        push_group(out, left, |out| self.sem(out, a));
-        let _ = write!(out, " {} ", op.symbol());
-        push_group(out, right, |out| self.sem(out, b));
-    }
-}
-
-/// The sign of a term: ` + `, ` - `, or a leading `-`.
-fn push_signed(out: &mut String, first: bool, v: i64) {
-    match (first, v < 0) {
-        (true, true) => out.push('-'),
-        (true, false) => {}
-        (false, true) => out.push_str(" - "),
-        (false, false) => out.push_str(" + "),
-    }
-}
-
-fn sem_prec(e: &SemExpr) -> u8 {
-    match e {
-        SemExpr::Binary(op, ..) => binop_prec(*op),
-        SemExpr::Neg(_) => 3,
-        SemExpr::Const(c) => expr_prec(c),
-        // Lower than a product: `-(sum(k) x)`, `(sum(k) x) * y`.
-        SemExpr::Reduce(..) => 1,
-        SemExpr::Access(_) | SemExpr::Call(..) | SemExpr::Cast(..) => 4,
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Numbers for people
-
-/// A real with at most six significant digits, without trailing zeros.
-fn fmt_real(v: f64) -> String {
-    if v == v.trunc() && v.abs() < 1e15 {
-        return format!("{}", v as i64);
-    }
-    let digits = if v == 0.0 {
-        0
-    } else {
-        v.abs().log10().floor() as i32 + 1
-    };
-    let decimals = usize::try_from((6 - digits).max(0)).unwrap_or(0);
-    let s = format!("{v:.decimals$}");
-    let s = if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        &s
-    };
-    s.to_owned()
-}
-
-/// `64 KiB`, `32 GiB`, `1000 B`.
-fn fmt_bytes(v: i64) -> String {
-    const UNITS: [(i64, &str); 4] = [
-        (1 << 40, "TiB"),
-        (1 << 30, "GiB"),
-        (1 << 20, "MiB"),
-        (1 << 10, "KiB"),
-    ];
-    for (size, unit) in UNITS {
-        if v >= size && v % size == 0 {
-            return format!("{} {unit}", v / size);
-        }
-    }
-    format!("{v} B")
-}
-
-fn is_literal(e: &Expr) -> bool {
-    matches!(e, Expr::Int(_) | Expr::Real(_))
-}
-
-fn param_values(m: &Machine) -> Vec<i64> {
-    m.params.iter().map(|p| p.value).collect()
-}
-
-/// The value of an expression over parameters only, if it has one.
-fn eval_params(m: &Machine, e: &Expr) -> Option<String> {
-    let values = param_values(m);
-    match eval::eval(e, &eval::Params(&values)).ok()? {
-        Num::Int(v) => Some(v.to_string()),
-        Num::Real(v) => Some(fmt_real(v)),
-    }
-}
 
 // ---------------------------------------------------------------------------
 // The view the templates render
@@ -375,7 +13,7 @@ fn eval_params(m: &Machine, e: &Expr) -> Option<String> {
 /// A machine quantity: its value, and the expression it follows from when
 /// that is more than a literal.
 #[derive(Serialize)]
-struct Quantity {
+pub(super) struct Quantity {
     value: String,
     expr: String,
 }
@@ -413,7 +51,7 @@ impl Quantity {
 /// An instruction's expression (over operands and parameters), with its value
 /// at the current parameters when it depends on no operand.
 #[derive(Serialize)]
-struct Formula {
+pub(super) struct Formula {
     text: String,
     value: String,
     /// `cycle`, `cycles` or `pJ`.
@@ -443,7 +81,7 @@ impl Formula {
 
 /// A name and the anchor of its definition.
 #[derive(Serialize)]
-struct Link {
+pub(super) struct Link {
     name: String,
     anchor: String,
 }
@@ -459,12 +97,12 @@ impl Link {
 
 /// A piece of free text: plain, or a `code` span (written in backquotes).
 #[derive(Serialize)]
-struct Segment {
-    text: String,
-    code: bool,
+pub(super) struct Segment {
+    pub(super) text: String,
+    pub(super) code: bool,
 }
 
-fn segments(text: &str) -> Vec<Segment> {
+pub(super) fn segments(text: &str) -> Vec<Segment> {
     text.split('`')
         .enumerate()
         .filter(|(_, t)| !t.is_empty())
@@ -477,14 +115,14 @@ fn segments(text: &str) -> Vec<Segment> {
 
 /// A label and a value, for key/value tables.
 #[derive(Serialize)]
-struct Row {
+pub(super) struct Row {
     label: String,
     value: Quantity,
 }
 
 /// The whole manual.
 #[derive(Serialize)]
-struct Manual {
+pub(super) struct Manual {
     name: String,
     description: String,
     spec_path: String,
@@ -503,7 +141,7 @@ struct Manual {
     groups: Vec<Group>,
 }
 
-fn manual(ctx: &Ctx) -> Manual {
+pub(super) fn manual(ctx: &Ctx) -> Manual {
     let m = ctx.machine;
     Manual {
         name: m.name.clone(),
@@ -531,7 +169,7 @@ fn manual(ctx: &Ctx) -> Manual {
 
 // --- summary ---------------------------------------------------------------
 
-fn summary(m: &Machine) -> Vec<Row> {
+pub(super) fn summary(m: &Machine) -> Vec<Row> {
     let row = |label: &str, value: Quantity| Row {
         label: label.to_owned(),
         value,
@@ -587,7 +225,7 @@ fn summary(m: &Machine) -> Vec<Row> {
 }
 
 /// `1 issue slot`, `7 issue slots`.
-fn count(n: usize, what: &str) -> String {
+pub(super) fn count(n: usize, what: &str) -> String {
     if n == 1 {
         format!("1 {what}")
     } else {
@@ -596,7 +234,7 @@ fn count(n: usize, what: &str) -> String {
 }
 
 /// `8 GMAC/s`, `68.8128 TMAC/s`, from giga-things per second.
-fn fmt_rate(giga: f64, unit: &str) -> String {
+pub(super) fn fmt_rate(giga: f64, unit: &str) -> String {
     if giga >= 1000.0 {
         format!("{} T{unit}", fmt_real(giga / 1000.0))
     } else {
@@ -605,11 +243,11 @@ fn fmt_rate(giga: f64, unit: &str) -> String {
 }
 
 /// Giga-things per second from things per cycle at `mhz`.
-fn per_second(per_cycle: i64, mhz: i64) -> f64 {
+pub(super) fn per_second(per_cycle: i64, mhz: i64) -> f64 {
     per_cycle as f64 * mhz as f64 / 1000.0
 }
 
-fn hazards_text(h: Hazards) -> String {
+pub(super) fn hazards_text(h: Hazards) -> String {
     match h {
         Hazards::Interlocked => {
             "interlocked: the hardware stalls until operands are ready".to_owned()
@@ -620,7 +258,7 @@ fn hazards_text(h: Hazards) -> String {
     }
 }
 
-fn total_area(m: &Machine) -> f64 {
+pub(super) fn total_area(m: &Machine) -> f64 {
     let mems: f64 = m.memories.iter().map(|x| x.area.value).sum();
     let regs: f64 = m.regfiles.iter().map(|r| r.area.value).sum();
     let units: f64 = m
@@ -631,7 +269,7 @@ fn total_area(m: &Machine) -> f64 {
     mems + regs + units
 }
 
-fn total_static_power(m: &Machine) -> f64 {
+pub(super) fn total_static_power(m: &Machine) -> f64 {
     let mems: f64 = m.memories.iter().map(|x| x.static_power.value).sum();
     let units: f64 = m
         .units
@@ -644,7 +282,7 @@ fn total_static_power(m: &Machine) -> f64 {
 // --- parameters ------------------------------------------------------------
 
 #[derive(Serialize)]
-struct ParamView {
+pub(super) struct ParamView {
     name: String,
     anchor: String,
     value: String,
@@ -652,7 +290,7 @@ struct ParamView {
     overridden: bool,
 }
 
-fn params(m: &Machine) -> Vec<ParamView> {
+pub(super) fn params(m: &Machine) -> Vec<ParamView> {
     m.params
         .iter()
         .map(|p| {
@@ -672,12 +310,12 @@ fn params(m: &Machine) -> Vec<ParamView> {
 
 /// One property of every memory (memories are columns).
 #[derive(Serialize)]
-struct MemoryRow {
+pub(super) struct MemoryRow {
     label: String,
     cells: Vec<Quantity>,
 }
 
-fn memory_rows(m: &Machine) -> Vec<MemoryRow> {
+pub(super) fn memory_rows(m: &Machine) -> Vec<MemoryRow> {
     type Cell = fn(&Machine, &Memory) -> Quantity;
     let rows: [(&str, Cell); 11] = [
         ("kind", |_, x| Quantity::plain(mem_kind_text(x.kind))),
@@ -706,12 +344,12 @@ fn memory_rows(m: &Machine) -> Vec<MemoryRow> {
         .collect()
 }
 
-fn mem_kind_text(k: MemKind) -> String {
+pub(super) fn mem_kind_text(k: MemKind) -> String {
     let place = if k.off_chip() { "off chip" } else { "on chip" };
     format!("{} ({place})", k.name())
 }
 
-fn compute_units(m: &Machine, x: &Memory) -> String {
+pub(super) fn compute_units(m: &Machine, x: &Memory) -> String {
     if x.compute.is_empty() {
         return "—".to_owned();
     }
@@ -726,7 +364,7 @@ fn compute_units(m: &Machine, x: &Memory) -> String {
 // --- register files --------------------------------------------------------
 
 #[derive(Serialize)]
-struct RegFileView {
+pub(super) struct RegFileView {
     name: String,
     anchor: String,
     count: Quantity,
@@ -737,7 +375,7 @@ struct RegFileView {
     energy: Quantity,
 }
 
-fn regfile(m: &Machine, r: &RegFile) -> RegFileView {
+pub(super) fn regfile(m: &Machine, r: &RegFile) -> RegFileView {
     let elems: i64 = r.shape.iter().map(|d| d.value).product();
     RegFileView {
         name: r.name.clone(),
@@ -751,7 +389,7 @@ fn regfile(m: &Machine, r: &RegFile) -> RegFileView {
     }
 }
 
-fn shape_quantity(m: &Machine, shape: &[IntQ]) -> Quantity {
+pub(super) fn shape_quantity(m: &Machine, shape: &[IntQ]) -> Quantity {
     if shape.is_empty() {
         return Quantity::plain("scalar");
     }
@@ -767,7 +405,7 @@ fn shape_quantity(m: &Machine, shape: &[IntQ]) -> Quantity {
     }
 }
 
-fn shape_text(m: &Machine, inst: Option<&Instruction>, shape: &[Expr]) -> String {
+pub(super) fn shape_text(m: &Machine, inst: Option<&Instruction>, shape: &[Expr]) -> String {
     let dims: Vec<String> = shape.iter().map(|d| expr_text(m, inst, d)).collect();
     format!("[{}]", dims.join(", "))
 }
@@ -775,7 +413,7 @@ fn shape_text(m: &Machine, inst: Option<&Instruction>, shape: &[Expr]) -> String
 // --- units -----------------------------------------------------------------
 
 #[derive(Serialize)]
-struct UnitView {
+pub(super) struct UnitView {
     name: String,
     anchor: String,
     count: Quantity,
@@ -788,7 +426,7 @@ struct UnitView {
     instructions: usize,
 }
 
-fn units(m: &Machine) -> Vec<UnitView> {
+pub(super) fn units(m: &Machine) -> Vec<UnitView> {
     m.units
         .iter()
         .enumerate()
@@ -814,14 +452,14 @@ fn units(m: &Machine) -> Vec<UnitView> {
         .collect()
 }
 
-fn yes_no(b: bool) -> String {
+pub(super) fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.to_owned()
 }
 
 // --- slots and the bundle --------------------------------------------------
 
 #[derive(Serialize)]
-struct SlotView {
+pub(super) struct SlotView {
     name: String,
     anchor: String,
     bits: String,
@@ -829,7 +467,7 @@ struct SlotView {
     units: Vec<Link>,
 }
 
-fn slot(m: &Machine, s: &Slot) -> SlotView {
+pub(super) fn slot(m: &Machine, s: &Slot) -> SlotView {
     SlotView {
         name: s.name.clone(),
         anchor: format!("slot-{}", s.name),
@@ -843,7 +481,7 @@ fn slot(m: &Machine, s: &Slot) -> SlotView {
     }
 }
 
-fn bit_range(hi: u32, lo: u32) -> String {
+pub(super) fn bit_range(hi: u32, lo: u32) -> String {
     if hi == lo {
         hi.to_string()
     } else {
@@ -858,20 +496,20 @@ fn bit_range(hi: u32, lo: u32) -> String {
 /// each (the largest unit every cell is a multiple of), which keeps the table
 /// small and every `colspan` within what browsers honour.
 #[derive(Serialize)]
-struct Diagram {
+pub(super) struct Diagram {
     width: u32,
     columns: u32,
     rows: Vec<DiagramRow>,
 }
 
 #[derive(Serialize)]
-struct DiagramRow {
+pub(super) struct DiagramRow {
     label: String,
     cells: Vec<DiagramCell>,
 }
 
 #[derive(Serialize)]
-struct DiagramCell {
+pub(super) struct DiagramCell {
     text: String,
     /// Bits covered.
     span: u32,
@@ -883,7 +521,7 @@ struct DiagramCell {
 }
 
 /// One span of a word: its bits, one text per row (with whether it is code), a class.
-struct Piece {
+pub(super) struct Piece {
     hi: u32,
     lo: u32,
     texts: Vec<(String, bool)>,
@@ -892,7 +530,12 @@ struct Piece {
 
 /// Lays pieces (in any order) over a word of `width` bits; bits no piece
 /// covers get `fill`, one text per row.
-fn diagram(width: u32, labels: &[&str], fill: &[(&str, bool)], mut pieces: Vec<Piece>) -> Diagram {
+pub(super) fn diagram(
+    width: u32,
+    labels: &[&str],
+    fill: &[(&str, bool)],
+    mut pieces: Vec<Piece>,
+) -> Diagram {
     pieces.sort_by_key(|p| std::cmp::Reverse(p.hi));
     let mut filled = Vec::new();
     let mut next = width; // bits at and above `next` are laid out
@@ -932,11 +575,11 @@ fn diagram(width: u32, labels: &[&str], fill: &[(&str, bool)], mut pieces: Vec<P
     }
 }
 
-fn gcd(a: u32, b: u32) -> u32 {
+pub(super) fn gcd(a: u32, b: u32) -> u32 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-fn gap(hi: u32, lo: u32, fill: &[(&str, bool)]) -> Piece {
+pub(super) fn gap(hi: u32, lo: u32, fill: &[(&str, bool)]) -> Piece {
     let texts = fill
         .iter()
         .map(|(t, code)| ((*t).to_owned(), *code))
@@ -949,7 +592,7 @@ fn gap(hi: u32, lo: u32, fill: &[(&str, bool)]) -> Piece {
     }
 }
 
-fn cell(text: String, code: bool, p: &Piece, unit: u32) -> DiagramCell {
+pub(super) fn cell(text: String, code: bool, p: &Piece, unit: u32) -> DiagramCell {
     let span = p.hi - p.lo + 1;
     DiagramCell {
         text,
@@ -960,7 +603,7 @@ fn cell(text: String, code: bool, p: &Piece, unit: u32) -> DiagramCell {
     }
 }
 
-fn bundle_diagram(m: &Machine) -> Diagram {
+pub(super) fn bundle_diagram(m: &Machine) -> Diagram {
     let pieces = m
         .slots
         .iter()
@@ -989,14 +632,14 @@ fn bundle_diagram(m: &Machine) -> Diagram {
 // --- semaphores ------------------------------------------------------------
 
 #[derive(Serialize)]
-struct SemaphoreView {
+pub(super) struct SemaphoreView {
     name: String,
     anchor: String,
     count: Quantity,
     max: Quantity,
 }
 
-fn semaphores(m: &Machine) -> Vec<SemaphoreView> {
+pub(super) fn semaphores(m: &Machine) -> Vec<SemaphoreView> {
     m.semaphores
         .iter()
         .map(|s| SemaphoreView {
@@ -1011,7 +654,7 @@ fn semaphores(m: &Machine) -> Vec<SemaphoreView> {
 // --- formats ---------------------------------------------------------------
 
 #[derive(Serialize)]
-struct FormatView {
+pub(super) struct FormatView {
     name: String,
     anchor: String,
     width: u32,
@@ -1022,13 +665,13 @@ struct FormatView {
 }
 
 #[derive(Serialize)]
-struct FieldView {
+pub(super) struct FieldView {
     name: String,
     bits: String,
     width: u32,
 }
 
-fn formats(ctx: &Ctx) -> Vec<FormatView> {
+pub(super) fn formats(ctx: &Ctx) -> Vec<FormatView> {
     let m = ctx.machine;
     m.formats
         .iter()
@@ -1061,7 +704,7 @@ fn formats(ctx: &Ctx) -> Vec<FormatView> {
         .collect()
 }
 
-fn format_diagram(f: &Format) -> Diagram {
+pub(super) fn format_diagram(f: &Format) -> Diagram {
     let pieces = f
         .fields
         .iter()
@@ -1078,7 +721,7 @@ fn format_diagram(f: &Format) -> Diagram {
 // --- instruction index and groups ------------------------------------------
 
 #[derive(Serialize)]
-struct IndexEntry {
+pub(super) struct IndexEntry {
     name: String,
     anchor: String,
     unit: Link,
@@ -1088,7 +731,7 @@ struct IndexEntry {
     doc: String,
 }
 
-fn index(m: &Machine) -> Vec<IndexEntry> {
+pub(super) fn index(m: &Machine) -> Vec<IndexEntry> {
     by_unit(m)
         .into_iter()
         .flat_map(|(_, insts)| insts)
@@ -1105,7 +748,7 @@ fn index(m: &Machine) -> Vec<IndexEntry> {
 }
 
 /// Instructions grouped by unit, units in model order, instructions in model order.
-fn by_unit(m: &Machine) -> Vec<(usize, Vec<&Instruction>)> {
+pub(super) fn by_unit(m: &Machine) -> Vec<(usize, Vec<&Instruction>)> {
     (0..m.units.len())
         .map(|u| {
             (
@@ -1120,7 +763,7 @@ fn by_unit(m: &Machine) -> Vec<(usize, Vec<&Instruction>)> {
         .collect()
 }
 
-fn slot_links(m: &Machine, inst: &Instruction) -> Vec<Link> {
+pub(super) fn slot_links(m: &Machine, inst: &Instruction) -> Vec<Link> {
     inst.timing
         .slots
         .iter()
@@ -1129,7 +772,7 @@ fn slot_links(m: &Machine, inst: &Instruction) -> Vec<Link> {
 }
 
 #[derive(Serialize)]
-struct Group {
+pub(super) struct Group {
     unit: Link,
     anchor: String,
     asynchronous: bool,
@@ -1139,7 +782,7 @@ struct Group {
     insts: Vec<InstView>,
 }
 
-fn groups(ctx: &Ctx) -> Vec<Group> {
+pub(super) fn groups(ctx: &Ctx) -> Vec<Group> {
     let m = ctx.machine;
     by_unit(m)
         .into_iter()
@@ -1154,7 +797,7 @@ fn groups(ctx: &Ctx) -> Vec<Group> {
         .collect()
 }
 
-fn unit_facts(m: &Machine, u: usize) -> String {
+pub(super) fn unit_facts(m: &Machine, u: usize) -> String {
     let unit = &m.units[u];
     let copies = unit.count.value;
     let mut facts = vec![if copies == 1 {
@@ -1176,7 +819,7 @@ fn unit_facts(m: &Machine, u: usize) -> String {
     facts.join(", ")
 }
 
-fn unit_slots(m: &Machine, u: usize) -> Vec<Link> {
+pub(super) fn unit_slots(m: &Machine, u: usize) -> Vec<Link> {
     let id = isa_specs::model::UnitId::from_index(u);
     m.slots
         .iter()
@@ -1188,7 +831,7 @@ fn unit_slots(m: &Machine, u: usize) -> Vec<Link> {
 // --- one instruction -------------------------------------------------------
 
 #[derive(Serialize)]
-struct InstView {
+pub(super) struct InstView {
     name: String,
     anchor: String,
     doc: String,
@@ -1211,7 +854,7 @@ struct InstView {
     cite: String,
 }
 
-fn inst_view(ctx: &Ctx, inst: &Instruction) -> InstView {
+pub(super) fn inst_view(ctx: &Ctx, inst: &Instruction) -> InstView {
     let m = ctx.machine;
     let id = inst_id(m, inst);
     let unit = &m.units[inst.timing.unit.index()];
@@ -1255,7 +898,7 @@ fn inst_view(ctx: &Ctx, inst: &Instruction) -> InstView {
     }
 }
 
-fn inst_id(m: &Machine, inst: &Instruction) -> InstId {
+pub(super) fn inst_id(m: &Machine, inst: &Instruction) -> InstId {
     let i = m
         .instructions
         .iter()
@@ -1265,7 +908,7 @@ fn inst_id(m: &Machine, inst: &Instruction) -> InstId {
 }
 
 /// `mma acc<d>, @<a>, @<b>`: the mnemonic, then the operands in declaration order.
-fn syntax(m: &Machine, inst: &Instruction) -> String {
+pub(super) fn syntax(m: &Machine, inst: &Instruction) -> String {
     let ops: Vec<String> = inst.operands.iter().map(|o| operand_syntax(m, o)).collect();
     if ops.is_empty() {
         return inst.name.clone();
@@ -1273,7 +916,7 @@ fn syntax(m: &Machine, inst: &Instruction) -> String {
     format!("{} {}", inst.name, ops.join(", "))
 }
 
-fn operand_syntax(m: &Machine, o: &Operand) -> String {
+pub(super) fn operand_syntax(m: &Machine, o: &Operand) -> String {
     match &o.kind {
         OperandKind::Reg { file, .. } => format!("{}<{}>", m.regfiles[file.index()].name, o.name),
         OperandKind::Mem { .. } => format!("@<{}>", o.name),
@@ -1283,7 +926,7 @@ fn operand_syntax(m: &Machine, o: &Operand) -> String {
 }
 
 #[derive(Serialize)]
-struct OperandView {
+pub(super) struct OperandView {
     name: String,
     kind: String,
     place: Vec<Link>,
@@ -1298,9 +941,9 @@ struct OperandView {
     values: String,
 }
 
-const NONE: &str = "—";
+pub(super) const NONE: &str = "—";
 
-fn operand_view(m: &Machine, inst: &Instruction, o: &Operand) -> OperandView {
+pub(super) fn operand_view(m: &Machine, inst: &Instruction, o: &Operand) -> OperandView {
     let mut v = OperandView {
         name: o.name.clone(),
         kind: String::new(),
@@ -1359,7 +1002,7 @@ fn operand_view(m: &Machine, inst: &Instruction, o: &Operand) -> OperandView {
 }
 
 /// The register's whole shape, if the operand accesses less of it.
-fn register_view_of(m: &Machine, rf: &RegFile, shape: &[Expr]) -> String {
+pub(super) fn register_view_of(m: &Machine, rf: &RegFile, shape: &[Expr]) -> String {
     let full: Vec<Expr> = rf.shape.iter().map(|d| d.expr.clone()).collect();
     if full == shape {
         String::new()
@@ -1368,7 +1011,7 @@ fn register_view_of(m: &Machine, rf: &RegFile, shape: &[Expr]) -> String {
     }
 }
 
-fn index_range(prefix: &str, count: i64) -> String {
+pub(super) fn index_range(prefix: &str, count: i64) -> String {
     match count {
         c if c <= 0 => NONE.to_owned(),
         1 => format!("{prefix}0"),
@@ -1377,14 +1020,14 @@ fn index_range(prefix: &str, count: i64) -> String {
 }
 
 #[derive(Serialize)]
-struct IndexView {
+pub(super) struct IndexView {
     name: String,
     extent: String,
     reduced: String,
 }
 
 /// Each index with its range and, if it is reduced, how.
-fn indices(m: &Machine, inst: &Instruction) -> Vec<IndexView> {
+pub(super) fn indices(m: &Machine, inst: &Instruction) -> Vec<IndexView> {
     let sem = &inst.semantics;
     let mut reduced: Vec<Option<&'static str>> = vec![None; sem.indices.len()];
     for s in &sem.stmts {
@@ -1403,7 +1046,7 @@ fn indices(m: &Machine, inst: &Instruction) -> Vec<IndexView> {
         .collect()
 }
 
-fn mark_reductions(
+pub(super) fn mark_reductions(
     out: &mut [Option<&'static str>],
     target: &Access,
     op: AssignOp,
@@ -1431,7 +1074,7 @@ fn mark_reductions(
 }
 
 /// Collects the indices a value reads; marks those of explicit reductions.
-fn sem_indices(e: &SemExpr, used: &mut Vec<usize>, out: &mut [Option<&'static str>]) {
+pub(super) fn sem_indices(e: &SemExpr, used: &mut Vec<usize>, out: &mut [Option<&'static str>]) {
     match e {
         SemExpr::Access(a) => used.extend(
             a.indices
@@ -1461,7 +1104,7 @@ fn sem_indices(e: &SemExpr, used: &mut Vec<usize>, out: &mut [Option<&'static st
     }
 }
 
-fn constraints(m: &Machine, inst: &Instruction) -> Vec<String> {
+pub(super) fn constraints(m: &Machine, inst: &Instruction) -> Vec<String> {
     inst.constraints
         .iter()
         .map(|c| {
@@ -1474,7 +1117,7 @@ fn constraints(m: &Machine, inst: &Instruction) -> Vec<String> {
         .collect()
 }
 
-fn encoding_diagram(m: &Machine, inst: &Instruction, f: &Format) -> Diagram {
+pub(super) fn encoding_diagram(m: &Machine, inst: &Instruction, f: &Format) -> Diagram {
     let pieces = f
         .fields
         .iter()
@@ -1504,7 +1147,7 @@ fn encoding_diagram(m: &Machine, inst: &Instruction, f: &Format) -> Diagram {
 }
 
 /// What goes into a field: an opcode constant, an operand (as encoded), or zero.
-fn field_contents(
+pub(super) fn field_contents(
     m: &Machine,
     inst: &Instruction,
     width: u32,
@@ -1527,47 +1170,17 @@ fn field_contents(
     }
 }
 
-fn hex(v: u64, width: u32) -> String {
+pub(super) fn hex(v: u64, width: u32) -> String {
     let digits = width.div_ceil(4).max(1) as usize;
     format!("0x{v:0digits$x}")
 }
 
 /// `a / 32` for an address, `v (f32 bits)` for a real immediate.
-fn operand_encoding(o: &Operand) -> String {
+pub(super) fn operand_encoding(o: &Operand) -> String {
     match &o.kind {
         OperandKind::Mem { align, .. } if *align > 1 => format!("{} / {align}", o.name),
         OperandKind::Imm { lo, .. } if *lo < 0 => format!("{} (two's complement)", o.name),
         OperandKind::ImmReal { dtype } => format!("{} ({} bits)", o.name, dtype.name()),
         _ => o.name.clone(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reals_read_well() {
-        assert_eq!(fmt_real(4.915200000000001), "4.9152");
-        assert_eq!(fmt_real(20.0), "20");
-        assert_eq!(fmt_real(0.0003), "0.0003");
-        assert_eq!(fmt_real(1142.857142), "1142.86");
-    }
-
-    #[test]
-    fn sizes_use_binary_units() {
-        assert_eq!(fmt_bytes(65536), "64 KiB");
-        assert_eq!(fmt_bytes(32 << 30), "32 GiB");
-        assert_eq!(fmt_bytes(1000), "1000 B");
-    }
-
-    #[test]
-    fn doc_code_spans_split() {
-        let s = segments("signals `s` on completion");
-        let parts: Vec<(&str, bool)> = s.iter().map(|x| (x.text.as_str(), x.code)).collect();
-        assert_eq!(
-            parts,
-            [("signals ", false), ("s", true), (" on completion", false)]
-        );
     }
 }
