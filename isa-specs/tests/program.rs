@@ -96,3 +96,32 @@ fn another_machine_or_other_parameters_are_refused() {
     let e = p.check_machine(&edited).expect_err("edited description");
     assert!(e.to_string().contains("different version"), "{e}");
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Any bytes: an error or a program, never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            let _ = Program::from_bytes(&bytes);
+        }
+
+        /// A valid file with bytes flipped, cut or appended: refused (the checksum covers the body).
+        #[test]
+        fn damaged_files_are_refused(flips in prop::collection::vec((any::<usize>(), 1u8..=255), 1..4), cut in any::<usize>()) {
+            let good = sample().to_bytes().expect("serialises");
+            let mut bad = good.clone();
+            for (at, x) in &flips {
+                let i = at % bad.len();
+                bad[i] ^= x;
+            }
+            prop_assert!(Program::from_bytes(&bad).is_err());
+            let cut = cut % good.len();
+            prop_assert!(Program::from_bytes(&good[..cut]).is_err());
+        }
+    }
+}
