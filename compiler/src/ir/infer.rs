@@ -1,0 +1,180 @@
+//! Shape and element-type inference: the rules of every op.
+
+use super::{ElemType, Op, TensorType};
+
+/// The numpy broadcast of two shapes.
+pub fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
+    let n = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() >= n {
+            s[i + s.len() - n]
+        } else {
+            1
+        }
+    };
+    (0..n)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Ok(x),
+            (1, y) => Ok(y),
+            (x, 1) => Ok(x),
+            (x, y) => Err(format!(
+                "shapes {a:?} and {b:?} do not broadcast (dimension {i}: {x} vs {y})"
+            )),
+        })
+        .collect()
+}
+
+fn same_elem(tys: &[TensorType]) -> Result<ElemType, String> {
+    let e = tys[0].elem;
+    match tys.iter().find(|t| t.elem != e) {
+        Some(t) => Err(format!(
+            "element types differ: {} and {}",
+            e.name(),
+            t.elem.name()
+        )),
+        None => Ok(e),
+    }
+}
+
+fn arity(tys: &[TensorType], n: usize) -> Result<(), String> {
+    if tys.len() == n {
+        Ok(())
+    } else {
+        Err(format!("takes {n} inputs, got {}", tys.len()))
+    }
+}
+
+/// The output types of an op applied to inputs of these types.
+pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
+    let out = match op {
+        Op::Add | Op::Sub | Op::Mul | Op::Div => {
+            arity(tys, 2)?;
+            TensorType {
+                elem: same_elem(tys)?,
+                shape: broadcast(&tys[0].shape, &tys[1].shape)?,
+            }
+        }
+        Op::Relu | Op::Identity => {
+            arity(tys, 1)?;
+            tys[0].clone()
+        }
+        Op::Cast { to } => {
+            arity(tys, 1)?;
+            TensorType {
+                elem: *to,
+                shape: tys[0].shape.clone(),
+            }
+        }
+        Op::Reshape { shape } => {
+            arity(tys, 1)?;
+            let n: usize = shape.iter().product();
+            if n != tys[0].numel() {
+                return Err(format!(
+                    "cannot reshape {} elements {:?} into {shape:?}",
+                    tys[0].numel(),
+                    tys[0].shape
+                ));
+            }
+            TensorType {
+                elem: tys[0].elem,
+                shape: shape.clone(),
+            }
+        }
+        Op::Transpose { perm } => {
+            arity(tys, 1)?;
+            let rank = tys[0].shape.len();
+            let mut sorted = perm.clone();
+            sorted.sort_unstable();
+            if sorted != (0..rank).collect::<Vec<_>>() {
+                return Err(format!(
+                    "perm {perm:?} is not a permutation of the {rank} dimensions"
+                ));
+            }
+            TensorType {
+                elem: tys[0].elem,
+                shape: perm.iter().map(|p| tys[0].shape[*p]).collect(),
+            }
+        }
+        Op::MatMul => {
+            arity(tys, 2)?;
+            let elem = same_elem(tys)?;
+            matmul_shape(&tys[0].shape, &tys[1].shape).map(|shape| TensorType { elem, shape })?
+        }
+    };
+    Ok(vec![out])
+}
+
+/// numpy `matmul` shapes: 1-D operands are promoted and the added dimension removed again.
+fn matmul_shape(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
+    if a.is_empty() || b.is_empty() {
+        return Err("MatMul of a scalar".to_owned());
+    }
+    let a2: Vec<usize> = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b2: Vec<usize> = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
+    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+    if k != k2 {
+        return Err(format!("inner dimensions differ: {a:?} x {b:?}"));
+    }
+    let mut shape = broadcast(&a2[..a2.len() - 2], &b2[..b2.len() - 2])?;
+    if a.len() > 1 {
+        shape.push(m);
+    }
+    if b.len() > 1 {
+        shape.push(n);
+    }
+    Ok(shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(shape: &[usize]) -> TensorType {
+        TensorType {
+            elem: ElemType::F32,
+            shape: shape.to_vec(),
+        }
+    }
+
+    #[test]
+    fn broadcasting_follows_numpy() {
+        assert_eq!(
+            broadcast(&[4, 1, 3], &[5, 1]).expect("broadcasts"),
+            vec![4, 5, 3]
+        );
+        assert_eq!(broadcast(&[], &[2, 2]).expect("scalar"), vec![2, 2]);
+        assert!(broadcast(&[3], &[4]).is_err());
+    }
+
+    #[test]
+    fn matmul_shapes_follow_numpy() {
+        let out = |a: &[usize], b: &[usize]| {
+            infer(&Op::MatMul, &[t(a), t(b)]).map(|v| v[0].shape.clone())
+        };
+        assert_eq!(out(&[2, 3], &[3, 4]).expect("2-D"), vec![2, 4]);
+        assert_eq!(out(&[5, 2, 3], &[3, 4]).expect("batched"), vec![5, 2, 4]);
+        assert_eq!(out(&[3], &[3, 4]).expect("vector"), vec![4]);
+        assert_eq!(out(&[2, 3], &[3]).expect("vector"), vec![2]);
+        assert!(out(&[2, 3], &[4, 5]).is_err());
+    }
+
+    #[test]
+    fn reshape_and_transpose_check_their_arguments() {
+        assert!(infer(&Op::Reshape { shape: vec![6] }, &[t(&[2, 3])]).is_ok());
+        assert!(infer(&Op::Reshape { shape: vec![5] }, &[t(&[2, 3])]).is_err());
+        assert_eq!(
+            infer(&Op::Transpose { perm: vec![1, 0] }, &[t(&[2, 3])]).expect("ok")[0].shape,
+            vec![3, 2]
+        );
+        assert!(infer(&Op::Transpose { perm: vec![0, 0] }, &[t(&[2, 3])]).is_err());
+    }
+}

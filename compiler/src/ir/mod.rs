@@ -1,0 +1,291 @@
+//! The graph IR: a model after import — values with static shapes and element
+//! types, nodes in topological order, constants — and the rules every op obeys
+//! (shape and type inference), which the importer uses to type the graph and
+//! the verifier uses to check it after every pass.
+
+mod infer;
+mod verify;
+
+pub use infer::{broadcast, infer};
+pub use verify::verify;
+
+use std::collections::BTreeMap;
+
+/// A value (a tensor produced by a node, a graph input or a constant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+/// A node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+impl ValueId {
+    /// The id as an index.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl NodeId {
+    /// The id as an index.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Element types of model tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ElemType {
+    /// 32-bit float.
+    F32,
+    /// 16-bit float.
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// 64-bit float.
+    F64,
+    /// 8-bit signed integer.
+    I8,
+    /// 8-bit unsigned integer.
+    U8,
+    /// 32-bit signed integer.
+    I32,
+    /// 64-bit signed integer.
+    I64,
+    /// Boolean.
+    Bool,
+}
+
+impl ElemType {
+    /// The ONNX name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemType::F32 => "float",
+            ElemType::F16 => "float16",
+            ElemType::Bf16 => "bfloat16",
+            ElemType::F64 => "double",
+            ElemType::I8 => "int8",
+            ElemType::U8 => "uint8",
+            ElemType::I32 => "int32",
+            ElemType::I64 => "int64",
+            ElemType::Bool => "bool",
+        }
+    }
+
+    /// Whether this is a floating-point type.
+    pub fn is_float(self) -> bool {
+        matches!(
+            self,
+            ElemType::F32 | ElemType::F16 | ElemType::Bf16 | ElemType::F64
+        )
+    }
+
+    /// Rounds a value to this type: floats to nearest even, integers with
+    /// truncation toward zero and wrap-around (as ONNX casts of out-of-range values), bools to 0/1.
+    pub fn round(self, x: f64) -> f64 {
+        let wrap = |bits: i32, signed: bool| {
+            if !x.is_finite() {
+                return 0.0;
+            }
+            let modulus = 2f64.powi(bits);
+            let mut r = x.trunc().rem_euclid(modulus);
+            if signed && r >= modulus / 2.0 {
+                r -= modulus;
+            }
+            r
+        };
+        match self {
+            ElemType::F32 => f64::from(x as f32),
+            ElemType::F16 => f64::from(half::f16::from_f64(x).to_f32()),
+            ElemType::Bf16 => f64::from(half::bf16::from_f64(x).to_f32()),
+            ElemType::F64 => x,
+            ElemType::I8 => wrap(8, true),
+            ElemType::U8 => wrap(8, false),
+            ElemType::I32 => wrap(32, true),
+            ElemType::I64 => x.trunc(),
+            ElemType::Bool => f64::from(u8::from(x != 0.0)),
+        }
+    }
+}
+
+/// A static tensor type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    /// Element type.
+    pub elem: ElemType,
+    /// Dimensions (row-major).
+    pub shape: Vec<usize>,
+}
+
+impl TensorType {
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+impl std::fmt::Display for TensorType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dims: Vec<String> = self.shape.iter().map(usize::to_string).collect();
+        write!(f, "{}[{}]", self.elem.name(), dims.join(", "))
+    }
+}
+
+/// A tensor with its data. Values are held as `f64`, each already rounded to
+/// the element type (exact for every type here, and for `int64` up to 2^53).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    /// Type.
+    pub ty: TensorType,
+    /// Elements, row-major.
+    pub data: Vec<f64>,
+}
+
+impl Tensor {
+    /// A tensor, rounding every element to the type.
+    pub fn new(ty: TensorType, data: Vec<f64>) -> Tensor {
+        let data = data.into_iter().map(|x| ty.elem.round(x)).collect();
+        Tensor { ty, data }
+    }
+}
+
+/// The operations of the IR (after canonicalisation: `Gemm` is `MatMul` + `Mul` + `Add`,
+/// `Flatten` is `Reshape`, `Constant` is a constant value).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// Matrix product with numpy batching (`[.., m, k] x [.., k, n]`).
+    MatMul,
+    /// Element-wise `a + b` with numpy broadcasting.
+    Add,
+    /// Element-wise `a - b`.
+    Sub,
+    /// Element-wise `a * b`.
+    Mul,
+    /// Element-wise `a / b` (integer division truncates toward zero).
+    Div,
+    /// `max(x, 0)`.
+    Relu,
+    /// The input.
+    Identity,
+    /// The same elements in another shape.
+    Reshape {
+        /// The output shape.
+        shape: Vec<usize>,
+    },
+    /// Permuted dimensions.
+    Transpose {
+        /// Output dimension `i` is input dimension `perm[i]`.
+        perm: Vec<usize>,
+    },
+    /// Conversion to another element type.
+    Cast {
+        /// The target type.
+        to: ElemType,
+    },
+}
+
+impl Op {
+    /// The name used in dumps and errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::MatMul => "MatMul",
+            Op::Add => "Add",
+            Op::Sub => "Sub",
+            Op::Mul => "Mul",
+            Op::Div => "Div",
+            Op::Relu => "Relu",
+            Op::Identity => "Identity",
+            Op::Reshape { .. } => "Reshape",
+            Op::Transpose { .. } => "Transpose",
+            Op::Cast { .. } => "Cast",
+        }
+    }
+}
+
+/// A value's description.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Value {
+    /// Its name (the ONNX name where it has one).
+    pub name: String,
+    /// Its type.
+    pub ty: TensorType,
+}
+
+/// A node: an op applied to values, producing values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    /// Its name (the ONNX node name, or one made up from its op and position).
+    pub name: String,
+    /// The operation.
+    pub op: Op,
+    /// Operands.
+    pub inputs: Vec<ValueId>,
+    /// Results.
+    pub outputs: Vec<ValueId>,
+}
+
+/// A model graph.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Graph {
+    /// Every value.
+    pub values: Vec<Value>,
+    /// Nodes, in topological order.
+    pub nodes: Vec<Node>,
+    /// Graph inputs, in order.
+    pub inputs: Vec<ValueId>,
+    /// Graph outputs, in order.
+    pub outputs: Vec<ValueId>,
+    /// Constant values (initializers and folded results).
+    pub constants: BTreeMap<ValueId, Tensor>,
+}
+
+impl Graph {
+    /// Adds a value.
+    pub fn add_value(&mut self, name: impl Into<String>, ty: TensorType) -> ValueId {
+        self.values.push(Value {
+            name: name.into(),
+            ty,
+        });
+        ValueId(u32::try_from(self.values.len() - 1).unwrap_or(u32::MAX))
+    }
+
+    /// Adds a constant value.
+    pub fn add_constant(&mut self, name: impl Into<String>, t: Tensor) -> ValueId {
+        let id = self.add_value(name, t.ty.clone());
+        self.constants.insert(id, t);
+        id
+    }
+
+    /// Adds a node whose output types are inferred; returns its outputs.
+    pub fn add_node(
+        &mut self,
+        name: impl Into<String>,
+        op: Op,
+        inputs: Vec<ValueId>,
+    ) -> Result<Vec<ValueId>, String> {
+        let name = name.into();
+        let tys: Vec<TensorType> = inputs
+            .iter()
+            .map(|v| self.values[v.index()].ty.clone())
+            .collect();
+        let out_tys =
+            infer(&op, &tys).map_err(|e| format!("node `{name}` ({}): {e}", op.name()))?;
+        let outputs = out_tys
+            .into_iter()
+            .enumerate()
+            .map(|(i, ty)| self.add_value(format!("{name}:{i}"), ty))
+            .collect::<Vec<_>>();
+        self.nodes.push(Node {
+            name,
+            op,
+            inputs,
+            outputs: outputs.clone(),
+        });
+        Ok(outputs)
+    }
+
+    /// A value's type.
+    pub fn ty(&self, v: ValueId) -> &TensorType {
+        &self.values[v.index()].ty
+    }
+}
