@@ -67,8 +67,8 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
         }
         Op::Reshape { shape } => {
             arity(tys, 1)?;
-            let n: usize = shape.iter().product();
-            if n != tys[0].numel() {
+            let n = shape.iter().try_fold(1usize, |a, d| a.checked_mul(*d));
+            if n != Some(tys[0].numel()) {
                 return Err(format!(
                     "cannot reshape {} elements {:?} into {shape:?}",
                     tys[0].numel(),

@@ -118,9 +118,12 @@ pub struct TensorType {
 }
 
 impl TensorType {
-    /// Number of elements.
+    /// Number of elements (`usize::MAX` if that overflows, which no valid tensor does).
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        self.shape
+            .iter()
+            .try_fold(1usize, |a, d| a.checked_mul(*d))
+            .unwrap_or(usize::MAX)
     }
 }
 

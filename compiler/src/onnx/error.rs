@@ -1,0 +1,292 @@
+//! What can go wrong importing a model: every variant names what it is about
+//! (the node, its op type, the opset, the value or the attribute).
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// A node of the ONNX graph, as errors name it: by name, or by position when unnamed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeRef {
+    /// The node's name (may be empty).
+    pub name: String,
+    /// Its position in the graph's node list.
+    pub index: usize,
+}
+
+impl fmt::Display for NodeRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.name.is_empty() {
+            write!(f, "node #{}", self.index)
+        } else {
+            write!(f, "node `{}`", self.name)
+        }
+    }
+}
+
+/// An import failure. None of these is a bug of the importer: each says what
+/// in the model is wrong or unsupported.
+#[derive(Debug)]
+pub enum ImportError {
+    /// The file could not be read.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The bytes are not a protobuf message of the expected kind.
+    Decode(prost::DecodeError),
+    /// The model has no graph.
+    NoGraph,
+    /// The model imports no version of the default (`ai.onnx`) operator set.
+    NoOpset,
+    /// The model imports a version of the default operator set outside 7..=21.
+    UnsupportedOpset {
+        /// The version.
+        version: i64,
+    },
+    /// A node of an operator domain other than the default one.
+    UnsupportedDomain {
+        /// The node.
+        node: NodeRef,
+        /// Its op type.
+        op_type: String,
+        /// Its domain.
+        domain: String,
+    },
+    /// An op the importer does not know.
+    UnsupportedOp {
+        /// The node.
+        node: NodeRef,
+        /// Its op type.
+        op_type: String,
+        /// The default-domain opset in force.
+        opset: i64,
+    },
+    /// An attribute that is missing, of the wrong type, unknown, or has a value
+    /// the importer does not support.
+    Attribute {
+        /// The node.
+        node: NodeRef,
+        /// Its op type.
+        op_type: String,
+        /// The attribute.
+        attribute: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A node has too few or too many inputs or outputs.
+    Arity {
+        /// The node.
+        node: NodeRef,
+        /// Its op type.
+        op_type: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A node reads a value no earlier node, input or initializer defines
+    /// (or leaves a required input empty).
+    MissingInput {
+        /// The node.
+        node: NodeRef,
+        /// Its op type.
+        op_type: String,
+        /// The input's position.
+        position: usize,
+        /// The value name (empty when the input itself is left empty).
+        value: String,
+    },
+    /// An input that must be a constant (e.g. the shape of `Reshape`) is computed.
+    NotConstant {
+        /// The node.
+        node: NodeRef,
+        /// Its op type.
+        op_type: String,
+        /// The value name.
+        value: String,
+    },
+    /// Shapes or element types that do not fit the op.
+    Shape {
+        /// The node.
+        node: NodeRef,
+        /// Its op type.
+        op_type: String,
+        /// What does not fit.
+        message: String,
+    },
+    /// A graph input whose type the importer cannot use.
+    Input {
+        /// The input's name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A graph input with a symbolic dimension the caller did not bind.
+    UnboundDim {
+        /// The input's name.
+        input: String,
+        /// The symbol.
+        param: String,
+    },
+    /// A tensor (initializer, attribute, test data) whose data is malformed or unsupported.
+    Tensor {
+        /// The tensor's name (or where it is).
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value name is defined twice.
+    DuplicateValue {
+        /// The name.
+        name: String,
+    },
+    /// A graph output no node, input or initializer defines.
+    UndefinedOutput {
+        /// The name.
+        name: String,
+    },
+    /// A graph output whose declared type contradicts the inferred one.
+    OutputType {
+        /// The name.
+        name: String,
+        /// What differs.
+        message: String,
+    },
+}
+
+impl ImportError {
+    /// What to do about it, where there is something to say.
+    pub fn help(&self) -> Option<&'static str> {
+        Some(match self {
+            ImportError::Decode(_) => "is the file an ONNX model (a serialized ModelProto)?",
+            ImportError::UnsupportedOpset { .. } => {
+                "convert the model to an opset in 7..=21 (onnx.version_converter)"
+            }
+            ImportError::UnsupportedOp { .. } | ImportError::UnsupportedDomain { .. } => {
+                "supported ops: MatMul, Gemm, Add, Sub, Mul, Div, Relu, Identity, Reshape, \
+                 Flatten, Transpose, Cast, Constant"
+            }
+            ImportError::UnboundDim { .. } => "bind the symbol to a size (`ImportOptions::dims`)",
+            ImportError::NotConstant { .. } => {
+                "fold the shape computation into a constant (e.g. with onnx-simplifier)"
+            }
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for ImportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImportError::Io { path, source } => {
+                write!(f, "cannot read `{}`: {source}", path.display())
+            }
+            ImportError::Decode(e) => write!(f, "malformed protobuf: {e}"),
+            ImportError::NoGraph => write!(f, "the model has no graph"),
+            ImportError::NoOpset => {
+                write!(
+                    f,
+                    "the model imports no version of the default operator set"
+                )
+            }
+            ImportError::UnsupportedOpset { version } => write!(
+                f,
+                "unsupported opset {version} of the default domain (supported: 7 to 21)"
+            ),
+            ImportError::UnsupportedDomain {
+                node,
+                op_type,
+                domain,
+            } => write!(
+                f,
+                "unsupported op `{op_type}` of domain `{domain}` ({node})"
+            ),
+            ImportError::UnsupportedOp {
+                node,
+                op_type,
+                opset,
+            } => write!(f, "unsupported op `{op_type}` ({node}, opset {opset})"),
+            ImportError::Attribute {
+                node,
+                op_type,
+                attribute,
+                message,
+            } => write!(f, "attribute `{attribute}` of {op_type} {node}: {message}"),
+            ImportError::Arity {
+                node,
+                op_type,
+                message,
+            } => write!(f, "{op_type} {node}: {message}"),
+            ImportError::MissingInput {
+                node,
+                op_type,
+                position,
+                value,
+            } => fmt_missing(f, node, op_type, *position, value),
+            ImportError::NotConstant {
+                node,
+                op_type,
+                value,
+            } => write!(
+                f,
+                "{op_type} {node}: input `{value}` must be a constant (an initializer or a Constant node)"
+            ),
+            ImportError::Shape {
+                node,
+                op_type,
+                message,
+            } => write!(f, "{op_type} {node}: {message}"),
+            ImportError::Input { name, message } => write!(f, "graph input `{name}`: {message}"),
+            ImportError::UnboundDim { input, param } => write!(
+                f,
+                "graph input `{input}` has the symbolic dimension `{param}`, which is not bound to a size"
+            ),
+            ImportError::Tensor { name, message } if name.is_empty() => {
+                write!(f, "unnamed tensor: {message}")
+            }
+            ImportError::Tensor { name, message } => write!(f, "tensor `{name}`: {message}"),
+            ImportError::DuplicateValue { name } => {
+                write!(f, "value `{name}` is defined more than once")
+            }
+            ImportError::UndefinedOutput { name } => {
+                write!(f, "graph output `{name}` is never defined")
+            }
+            ImportError::OutputType { name, message } => {
+                write!(f, "graph output `{name}`: {message}")
+            }
+        }
+    }
+}
+
+fn fmt_missing(
+    f: &mut fmt::Formatter<'_>,
+    node: &NodeRef,
+    op_type: &str,
+    position: usize,
+    value: &str,
+) -> fmt::Result {
+    if value.is_empty() {
+        write!(f, "{op_type} {node}: required input #{position} is missing")
+    } else {
+        write!(
+            f,
+            "{op_type} {node}: input #{position} `{value}` is not defined before the node"
+        )
+    }
+}
+
+impl std::error::Error for ImportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ImportError::Io { source, .. } => Some(source),
+            ImportError::Decode(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<prost::DecodeError> for ImportError {
+    fn from(e: prost::DecodeError) -> ImportError {
+        ImportError::Decode(e)
+    }
+}

@@ -1,0 +1,333 @@
+//! Model to graph: decode the protobuf, check the opset, turn initializers into
+//! constants and inputs into typed values, lower every node in order (see
+//! `ops`), then find the outputs. Values keep their ONNX names.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::RangeInclusive;
+use std::path::Path;
+
+use prost::Message;
+
+use super::proto::tensor_shape_proto::dimension::Value as Dim;
+use super::proto::{GraphProto, ModelProto, TensorProto, ValueInfoProto, type_proto};
+use super::tensor::{checked_numel, data_type_name, elem_type, tensor_from_proto};
+use super::{ImportError, ops};
+use crate::ir::{Graph, Tensor, TensorType, ValueId};
+
+/// The versions of the default operator set the importer supports.
+pub const OPSETS: RangeInclusive<i64> = 7..=21;
+
+/// Choices the model leaves to the caller.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Sizes of symbolic input dimensions (`dim_param`), e.g. `batch = 1`.
+    pub dims: HashMap<String, usize>,
+}
+
+/// Imports a serialized ONNX model (`ModelProto`) with every input shape static.
+pub fn import(bytes: &[u8]) -> Result<Graph, ImportError> {
+    import_with(bytes, &ImportOptions::default())
+}
+
+/// Imports a serialized ONNX model, binding symbolic dimensions from `options`.
+pub fn import_with(bytes: &[u8], options: &ImportOptions) -> Result<Graph, ImportError> {
+    import_model(&ModelProto::decode(bytes)?, options)
+}
+
+/// Imports an ONNX model file.
+pub fn import_file(path: impl AsRef<Path>) -> Result<Graph, ImportError> {
+    import_file_with(path, &ImportOptions::default())
+}
+
+/// Imports an ONNX model file, binding symbolic dimensions from `options`.
+pub fn import_file_with(
+    path: impl AsRef<Path>,
+    options: &ImportOptions,
+) -> Result<Graph, ImportError> {
+    import_with(&read(path.as_ref())?, options)
+}
+
+/// Reads a file of the ONNX backend-test layout (`input_0.pb`, `output_0.pb`):
+/// one serialized `TensorProto`. Returns its name (may be empty) and value.
+pub fn read_tensor_file(path: impl AsRef<Path>) -> Result<(String, Tensor), ImportError> {
+    let proto = TensorProto::decode(read(path.as_ref())?.as_slice())?;
+    let tensor = tensor_from_proto(&proto)?;
+    Ok((proto.name, tensor))
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ImportError> {
+    std::fs::read(path).map_err(|source| ImportError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Imports a decoded model.
+pub fn import_model(model: &ModelProto, options: &ImportOptions) -> Result<Graph, ImportError> {
+    let opset = default_opset(model)?;
+    let graph = model.graph.as_ref().ok_or(ImportError::NoGraph)?;
+    let mut imp = Importer::new(opset, graph);
+    imp.initializers(graph)?;
+    imp.inputs(graph, options)?;
+    for (index, node) in graph.node.iter().enumerate() {
+        ops::lower(&mut imp, node, index)?;
+    }
+    imp.outputs(graph, options)?;
+    Ok(imp.g)
+}
+
+/// Whether an operator domain is the default ONNX one.
+pub(super) fn is_default_domain(domain: &str) -> bool {
+    domain.is_empty() || domain == "ai.onnx"
+}
+
+/// The default-domain opset version, checked against [`OPSETS`].
+fn default_opset(model: &ModelProto) -> Result<i64, ImportError> {
+    let version = model
+        .opset_import
+        .iter()
+        .filter(|o| is_default_domain(&o.domain))
+        .map(|o| o.version)
+        .max()
+        .ok_or(ImportError::NoOpset)?;
+    if OPSETS.contains(&version) {
+        Ok(version)
+    } else {
+        Err(ImportError::UnsupportedOpset { version })
+    }
+}
+
+/// The graph being built and the ONNX names in scope.
+pub(super) struct Importer {
+    /// The graph so far.
+    pub g: Graph,
+    /// The default-domain opset in force.
+    pub opset: i64,
+    /// ONNX value name to IR value.
+    names: HashMap<String, ValueId>,
+    /// Names of the graph outputs.
+    graph_outputs: HashSet<String>,
+}
+
+impl Importer {
+    fn new(opset: i64, graph: &GraphProto) -> Importer {
+        Importer {
+            g: Graph::default(),
+            opset,
+            names: HashMap::new(),
+            graph_outputs: graph.output.iter().map(|o| o.name.clone()).collect(),
+        }
+    }
+
+    /// The value an ONNX name refers to.
+    pub fn value(&self, name: &str) -> Option<ValueId> {
+        self.names.get(name).copied()
+    }
+
+    /// Whether a name is one of the graph's outputs.
+    pub fn is_graph_output(&self, name: &str) -> bool {
+        self.graph_outputs.contains(name)
+    }
+
+    /// Makes `name` refer to `v`, renaming the value to it when `rename`.
+    pub fn bind(&mut self, name: &str, v: ValueId, rename: bool) -> Result<(), ImportError> {
+        if self.names.contains_key(name) {
+            return Err(ImportError::DuplicateValue {
+                name: name.to_owned(),
+            });
+        }
+        if let (true, Some(value)) = (rename, self.g.values.get_mut(v.index())) {
+            value.name = name.to_owned();
+        }
+        self.names.insert(name.to_owned(), v);
+        Ok(())
+    }
+
+    fn initializers(&mut self, graph: &GraphProto) -> Result<(), ImportError> {
+        if let Some(s) = graph.sparse_initializer.first() {
+            let name = s
+                .values
+                .as_ref()
+                .map(|v| v.name.clone())
+                .unwrap_or_default();
+            return Err(ImportError::Tensor {
+                name,
+                message: "sparse initializers are not supported".to_owned(),
+            });
+        }
+        for (i, t) in graph.initializer.iter().enumerate() {
+            if t.name.is_empty() {
+                return Err(ImportError::Tensor {
+                    name: String::new(),
+                    message: format!("initializer #{i} has no name"),
+                });
+            }
+            let tensor = tensor_from_proto(t)?;
+            let id = self.g.add_constant(t.name.clone(), tensor);
+            self.bind(&t.name, id, false)?;
+        }
+        Ok(())
+    }
+
+    /// Graph inputs that are not initializers become typed input values.
+    fn inputs(&mut self, graph: &GraphProto, options: &ImportOptions) -> Result<(), ImportError> {
+        for vi in &graph.input {
+            if let Some(id) = self.value(&vi.name) {
+                if self.g.constants.contains_key(&id) {
+                    continue; // an initializer: a constant
+                }
+                return Err(ImportError::DuplicateValue {
+                    name: vi.name.clone(),
+                });
+            }
+            let ty = input_type(vi, options)?;
+            let id = self.g.add_value(vi.name.clone(), ty);
+            self.g.inputs.push(id);
+            self.bind(&vi.name, id, false)?;
+        }
+        Ok(())
+    }
+
+    fn outputs(&mut self, graph: &GraphProto, options: &ImportOptions) -> Result<(), ImportError> {
+        for vi in &graph.output {
+            let id = self
+                .value(&vi.name)
+                .ok_or_else(|| ImportError::UndefinedOutput {
+                    name: vi.name.clone(),
+                })?;
+            check_declared(vi, self.g.ty(id), options).map_err(|message| {
+                ImportError::OutputType {
+                    name: vi.name.clone(),
+                    message,
+                }
+            })?;
+            self.g.outputs.push(id);
+        }
+        Ok(())
+    }
+}
+
+/// The declared tensor type of a value, if it has one.
+fn tensor_type(vi: &ValueInfoProto) -> Result<&type_proto::Tensor, String> {
+    match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::TensorType(t)) => Ok(t),
+        None => Err("has no type".to_owned()),
+        Some(other) => Err(format!(
+            "is a {}; only tensors are supported",
+            match other {
+                type_proto::Value::SequenceType(_) => "sequence",
+                type_proto::Value::MapType(_) => "map",
+                type_proto::Value::OptionalType(_) => "optional",
+                _ => "sparse tensor",
+            }
+        )),
+    }
+}
+
+/// The static type of a graph input: symbols bound from `options`.
+fn input_type(vi: &ValueInfoProto, options: &ImportOptions) -> Result<TensorType, ImportError> {
+    let err = |message: String| ImportError::Input {
+        name: vi.name.clone(),
+        message,
+    };
+    let t = tensor_type(vi).map_err(err)?;
+    let elem = elem_type(t.elem_type).ok_or_else(|| {
+        err(format!(
+            "unsupported element type {}",
+            data_type_name(t.elem_type)
+        ))
+    })?;
+    let dims = &t
+        .shape
+        .as_ref()
+        .ok_or_else(|| err("has no shape (unknown rank)".to_owned()))?
+        .dim;
+    let mut shape = Vec::with_capacity(dims.len());
+    for (i, d) in dims.iter().enumerate() {
+        shape.push(input_dim(vi, i, d.value.as_ref(), options)?);
+    }
+    if checked_numel(&shape).is_none() {
+        return Err(err(format!("shape {shape:?} is too large")));
+    }
+    Ok(TensorType { elem, shape })
+}
+
+fn input_dim(
+    vi: &ValueInfoProto,
+    i: usize,
+    d: Option<&Dim>,
+    options: &ImportOptions,
+) -> Result<usize, ImportError> {
+    let err = |message: String| ImportError::Input {
+        name: vi.name.clone(),
+        message,
+    };
+    match d {
+        Some(Dim::DimValue(v)) => {
+            usize::try_from(*v).map_err(|_| err(format!("dimension #{i} is negative ({v})")))
+        }
+        Some(Dim::DimParam(p)) => {
+            options
+                .dims
+                .get(p)
+                .copied()
+                .ok_or_else(|| ImportError::UnboundDim {
+                    input: vi.name.clone(),
+                    param: p.clone(),
+                })
+        }
+        None => Err(err(format!(
+            "dimension #{i} has neither a size nor a symbol"
+        ))),
+    }
+}
+
+/// Checks what a graph output declares (element type, known dimensions) against its type.
+fn check_declared(
+    vi: &ValueInfoProto,
+    ty: &TensorType,
+    options: &ImportOptions,
+) -> Result<(), String> {
+    let Ok(t) = tensor_type(vi) else {
+        return Ok(()); // nothing declared: nothing to contradict
+    };
+    if t.elem_type != 0 && elem_type(t.elem_type) != Some(ty.elem) {
+        return Err(format!(
+            "declared {}, computed {}",
+            data_type_name(t.elem_type),
+            ty
+        ));
+    }
+    let Some(shape) = &t.shape else {
+        return Ok(());
+    };
+    let declared: Vec<Option<usize>> = shape.dim.iter().map(|d| declared_dim(d, options)).collect();
+    let matches = declared.len() == ty.shape.len()
+        && declared
+            .iter()
+            .zip(&ty.shape)
+            .all(|(d, s)| d.is_none_or(|d| d == *s));
+    if matches {
+        Ok(())
+    } else {
+        let dims: Vec<String> = declared
+            .iter()
+            .map(|d| d.map_or("?".to_owned(), |d| d.to_string()))
+            .collect();
+        Err(format!(
+            "declared shape [{}], computed {ty}",
+            dims.join(", ")
+        ))
+    }
+}
+
+/// A declared dimension's size, when it is known.
+fn declared_dim(
+    d: &super::proto::tensor_shape_proto::Dimension,
+    options: &ImportOptions,
+) -> Option<usize> {
+    match d.value.as_ref()? {
+        Dim::DimValue(v) => usize::try_from(*v).ok(),
+        Dim::DimParam(p) => options.dims.get(p).copied(),
+    }
+}

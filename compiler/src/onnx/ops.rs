@@ -1,0 +1,500 @@
+//! The ops: each ONNX node becomes IR nodes (canonicalised: `Gemm` is
+//! `Transpose` + `MatMul` + `Mul` + `Add`, `Flatten` is `Reshape`, `Constant`
+//! is a constant, `Identity` an alias unless it names a graph output). Shapes
+//! and element types are inferred as the nodes are added.
+
+use super::ImportError;
+use super::import::{Importer, is_default_domain};
+use super::node::NodeCx;
+use super::proto::NodeProto;
+use super::tensor::{MAX_ELEMENTS, checked_numel, data_type_name, elem_type, tensor_from_proto};
+use crate::ir::{ElemType, Op, Tensor, TensorType, ValueId, infer};
+
+/// What a node lowered to.
+enum Lowered {
+    /// A new value: it takes the node output's ONNX name.
+    Value(ValueId),
+    /// An existing value, now also known by the node output's name.
+    Alias(ValueId),
+}
+
+/// Lowers one node (the `index`-th of the graph) into the graph.
+pub(super) fn lower(
+    imp: &mut Importer,
+    proto: &NodeProto,
+    index: usize,
+) -> Result<(), ImportError> {
+    let cx = NodeCx::new(proto, index);
+    if !is_default_domain(&proto.domain) {
+        return Err(ImportError::UnsupportedDomain {
+            node: cx.node,
+            op_type: proto.op_type.clone(),
+            domain: proto.domain.clone(),
+        });
+    }
+    let lowered = match proto.op_type.as_str() {
+        "MatMul" => binary(imp, &cx, Op::MatMul),
+        "Add" => binary(imp, &cx, Op::Add),
+        "Sub" => binary(imp, &cx, Op::Sub),
+        "Mul" => binary(imp, &cx, Op::Mul),
+        "Div" => binary(imp, &cx, Op::Div),
+        "Relu" => relu(imp, &cx),
+        "Identity" => identity(imp, &cx),
+        "Gemm" => gemm(imp, &cx),
+        "Reshape" => reshape(imp, &cx),
+        "Flatten" => flatten(imp, &cx),
+        "Transpose" => transpose(imp, &cx),
+        "Cast" => cast(imp, &cx),
+        "Constant" => constant(imp, &cx),
+        _ => Err(ImportError::UnsupportedOp {
+            node: cx.node.clone(),
+            op_type: proto.op_type.clone(),
+            opset: imp.opset,
+        }),
+    }?;
+    bind_output(imp, &cx, lowered)
+}
+
+fn bind_output(imp: &mut Importer, cx: &NodeCx, lowered: Lowered) -> Result<(), ImportError> {
+    let Some(name) = cx.proto.output.first().filter(|n| !n.is_empty()) else {
+        return Ok(()); // an unnamed result nothing can read
+    };
+    match lowered {
+        Lowered::Value(v) => imp.bind(name, v, true),
+        Lowered::Alias(v) => imp.bind(name, v, false),
+    }
+}
+
+// ---- Inputs, outputs and node creation ----
+
+/// Checks the node has `min..=max` inputs (absent optional ones included) and one output.
+fn arity(cx: &NodeCx, min: usize, max: usize) -> Result<(), ImportError> {
+    let n = cx.proto.input.len();
+    if n < min || n > max {
+        let expected = if min == max {
+            format!("{min}")
+        } else {
+            format!("{min} to {max}")
+        };
+        let plural = if max == 1 { "" } else { "s" };
+        return Err(cx.arity_err(format!("takes {expected} input{plural}, has {n}")));
+    }
+    match cx.proto.output.len() {
+        1 => Ok(()),
+        k => Err(cx.arity_err(format!("has {k} outputs, the op has 1"))),
+    }
+}
+
+/// Input `i`, which must be present.
+fn input(imp: &Importer, cx: &NodeCx, i: usize) -> Result<ValueId, ImportError> {
+    optional_input(imp, cx, i)?.ok_or_else(|| ImportError::MissingInput {
+        node: cx.node.clone(),
+        op_type: cx.op_type(),
+        position: i,
+        value: String::new(),
+    })
+}
+
+/// Input `i`, or `None` when absent (past the end or named `""`).
+fn optional_input(imp: &Importer, cx: &NodeCx, i: usize) -> Result<Option<ValueId>, ImportError> {
+    match cx.proto.input.get(i).filter(|n| !n.is_empty()) {
+        None => Ok(None),
+        Some(name) => imp
+            .value(name)
+            .map(Some)
+            .ok_or_else(|| ImportError::MissingInput {
+                node: cx.node.clone(),
+                op_type: cx.op_type(),
+                position: i,
+                value: name.clone(),
+            }),
+    }
+}
+
+/// Adds an IR node for this ONNX node (`step` names the part of a decomposed
+/// op) and returns its result, with a typed error if the op does not fit its inputs.
+fn add(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    step: &str,
+    op: Op,
+    inputs: Vec<ValueId>,
+) -> Result<ValueId, ImportError> {
+    let tys: Vec<TensorType> = inputs.iter().map(|v| imp.g.ty(*v).clone()).collect();
+    let out = infer(&op, &tys).map_err(|e| op_err(cx, &op, &e))?;
+    if out.iter().any(|t| checked_numel(&t.shape).is_none()) {
+        let e = format!("the result has more than {MAX_ELEMENTS} elements");
+        return Err(op_err(cx, &op, &e));
+    }
+    let name = if step.is_empty() {
+        cx.name.clone()
+    } else {
+        format!("{}/{step}", cx.name)
+    };
+    let outputs = imp
+        .g
+        .add_node(name, op.clone(), inputs)
+        .map_err(|e| cx.shape_err(e))?;
+    outputs
+        .first()
+        .copied()
+        .ok_or_else(|| op_err(cx, &op, "the op gives no result"))
+}
+
+/// A shape error, naming the IR op when it is a part of a decomposed ONNX op.
+fn op_err(cx: &NodeCx, op: &Op, e: &str) -> ImportError {
+    if op.name() == cx.proto.op_type {
+        cx.shape_err(e)
+    } else {
+        cx.shape_err(format!("{}: {e}", op.name()))
+    }
+}
+
+/// A scalar constant of type `elem`.
+fn scalar(imp: &mut Importer, name: String, elem: ElemType, x: f64) -> ValueId {
+    let ty = TensorType {
+        elem,
+        shape: vec![],
+    };
+    imp.g.add_constant(name, Tensor::new(ty, vec![x]))
+}
+
+// ---- The ops ----
+
+/// `MatMul`, `Add`, `Sub`, `Mul`, `Div`: two inputs, numpy broadcasting.
+fn binary(imp: &mut Importer, cx: &NodeCx, op: Op) -> Result<Lowered, ImportError> {
+    arity(cx, 2, 2)?;
+    cx.check_attributes(&[])?;
+    let (a, b) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
+    add(imp, cx, "", op, vec![a, b]).map(Lowered::Value)
+}
+
+fn relu(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&[])?;
+    let x = input(imp, cx, 0)?;
+    add(imp, cx, "", Op::Relu, vec![x]).map(Lowered::Value)
+}
+
+/// An alias of its input, except for a graph output, which keeps its own value.
+fn identity(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&[])?;
+    let x = input(imp, cx, 0)?;
+    let names_output = cx.proto.output.iter().any(|o| imp.is_graph_output(o));
+    if names_output {
+        add(imp, cx, "", Op::Identity, vec![x]).map(Lowered::Value)
+    } else {
+        Ok(Lowered::Alias(x))
+    }
+}
+
+/// `alpha * A' * B' + beta * C` as `Transpose`, `MatMul`, `Mul` by a constant, `Add`.
+fn gemm(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 2, 3)?;
+    cx.check_attributes(&["alpha", "beta", "transA", "transB"])?;
+    let (alpha, beta) = (cx.float("alpha", 1.0)?, cx.float("beta", 1.0)?);
+    let (trans_a, trans_b) = (cx.flag("transA")?, cx.flag("transB")?);
+    let (a, b) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
+    let c = optional_input(imp, cx, 2)?;
+    let a = gemm_operand(imp, cx, a, trans_a, "transpose_a")?;
+    let b = gemm_operand(imp, cx, b, trans_b, "transpose_b")?;
+    let mut y = add(imp, cx, "matmul", Op::MatMul, vec![a, b])?;
+    if alpha != 1.0 {
+        y = scale(imp, cx, y, alpha, "alpha")?;
+    }
+    if let Some(c) = c {
+        y = gemm_bias(imp, cx, y, c, beta)?;
+    }
+    Ok(Lowered::Value(y))
+}
+
+/// A 2-D operand of `Gemm`, transposed if asked.
+fn gemm_operand(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    v: ValueId,
+    transpose: bool,
+    step: &str,
+) -> Result<ValueId, ImportError> {
+    let ty = imp.g.ty(v);
+    if ty.shape.len() != 2 {
+        let name = &imp.g.values[v.index()].name;
+        return Err(cx.shape_err(format!("operand `{name}` must be 2-D, it is {ty}")));
+    }
+    if !transpose {
+        return Ok(v);
+    }
+    add(imp, cx, step, Op::Transpose { perm: vec![1, 0] }, vec![v])
+}
+
+/// `v * factor`, the factor a scalar constant of `v`'s element type.
+fn scale(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    v: ValueId,
+    factor: f32,
+    what: &str,
+) -> Result<ValueId, ImportError> {
+    let elem = imp.g.ty(v).elem;
+    let k = scalar(imp, format!("{}/{what}", cx.name), elem, f64::from(factor));
+    add(imp, cx, &format!("mul_{what}"), Op::Mul, vec![v, k])
+}
+
+/// `y + beta * C`, with `C` broadcast to `y`'s shape (never the other way).
+fn gemm_bias(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    y: ValueId,
+    c: ValueId,
+    beta: f32,
+) -> Result<ValueId, ImportError> {
+    let c = if beta == 1.0 {
+        c
+    } else {
+        scale(imp, cx, c, beta, "beta")?
+    };
+    let shape = imp.g.ty(y).shape.clone();
+    let out = add(imp, cx, "add", Op::Add, vec![y, c])?;
+    if imp.g.ty(out).shape != shape {
+        let c_ty = imp.g.ty(c);
+        return Err(cx.shape_err(format!(
+            "C ({c_ty}) does not broadcast to the result shape {shape:?}"
+        )));
+    }
+    Ok(out)
+}
+
+/// `Reshape` with a constant shape: `0` copies the input dimension (unless
+/// `allowzero`), `-1` is inferred.
+fn reshape(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 2, 2)?;
+    cx.check_attributes(&["allowzero"])?;
+    let allowzero = cx.flag("allowzero")?;
+    let (x, s) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
+    let spec = constant_ints(imp, cx, s)?;
+    let shape = reshape_shape(&imp.g.ty(x).shape, &spec, allowzero).map_err(|e| cx.shape_err(e))?;
+    add(imp, cx, "", Op::Reshape { shape }, vec![x]).map(Lowered::Value)
+}
+
+/// The values of a constant 1-D `int64` input.
+fn constant_ints(imp: &Importer, cx: &NodeCx, v: ValueId) -> Result<Vec<i64>, ImportError> {
+    let name = &imp.g.values[v.index()].name;
+    let Some(t) = imp.g.constants.get(&v) else {
+        return Err(ImportError::NotConstant {
+            node: cx.node.clone(),
+            op_type: cx.op_type(),
+            value: name.clone(),
+        });
+    };
+    if t.ty.elem != ElemType::I64 || t.ty.shape.len() != 1 {
+        let ty = &t.ty;
+        return Err(cx.shape_err(format!("`{name}` must be a 1-D int64 tensor, it is {ty}")));
+    }
+    Ok(t.data.iter().map(|x| *x as i64).collect())
+}
+
+/// The output shape of `Reshape`: ONNX's rules for `0` and `-1`.
+pub(super) fn reshape_shape(
+    input: &[usize],
+    spec: &[i64],
+    allowzero: bool,
+) -> Result<Vec<usize>, String> {
+    if allowzero && spec.contains(&0) && spec.contains(&-1) {
+        return Err(format!("shape {spec:?} has both 0 and -1 with allowzero"));
+    }
+    let mut out = Vec::with_capacity(spec.len());
+    let mut inferred = None;
+    for (i, &d) in spec.iter().enumerate() {
+        out.push(match d {
+            -1 if inferred.is_some() => return Err(format!("shape {spec:?} has more than one -1")),
+            -1 => {
+                inferred = Some(i);
+                1
+            }
+            0 if !allowzero => *input.get(i).ok_or_else(|| {
+                format!("shape {spec:?}: the 0 at position {i} copies a dimension the input {input:?} does not have")
+            })?,
+            d => usize::try_from(d).map_err(|_| format!("shape {spec:?} has the invalid dimension {d}"))?,
+        });
+    }
+    let numel: usize = input.iter().product();
+    let known = checked_numel(&out).ok_or_else(|| format!("shape {spec:?} is too large"))?;
+    if let Some(i) = inferred {
+        if known == 0 || !numel.is_multiple_of(known) {
+            return Err(format!(
+                "cannot infer the -1 of {spec:?}: {numel} elements {input:?} do not divide into it"
+            ));
+        }
+        out[i] = numel / known;
+    } else if known != numel {
+        return Err(format!(
+            "cannot reshape {numel} elements {input:?} into {out:?}"
+        ));
+    }
+    Ok(out)
+}
+
+/// `Flatten` as a 2-D `Reshape` around `axis`.
+fn flatten(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["axis"])?;
+    let x = input(imp, cx, 0)?;
+    let shape = imp.g.ty(x).shape.clone();
+    let axis = cx.int("axis", 1)?;
+    let rank = i64::try_from(shape.len()).unwrap_or(i64::MAX);
+    let resolved = if axis < 0 { axis + rank } else { axis };
+    let split = usize::try_from(resolved)
+        .ok()
+        .and_then(|a| shape.split_at_checked(a))
+        .ok_or_else(|| {
+            cx.attr_err(
+                "axis",
+                format!("{axis} is out of range for a {rank}-D input"),
+            )
+        })?;
+    let (outer, inner) = (split.0.iter().product(), split.1.iter().product());
+    add(
+        imp,
+        cx,
+        "",
+        Op::Reshape {
+            shape: vec![outer, inner],
+        },
+        vec![x],
+    )
+    .map(Lowered::Value)
+}
+
+/// `Transpose`; without `perm`, the dimensions reversed.
+fn transpose(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["perm"])?;
+    let x = input(imp, cx, 0)?;
+    let rank = imp.g.ty(x).shape.len();
+    let perm = match cx.ints("perm")? {
+        None => (0..rank).rev().collect(),
+        Some(p) => p
+            .iter()
+            .map(|d| usize::try_from(*d))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| cx.attr_err("perm", format!("{p:?} has a negative entry")))?,
+    };
+    add(imp, cx, "", Op::Transpose { perm }, vec![x]).map(Lowered::Value)
+}
+
+/// `Cast` to the element type `to` (`saturate` only concerns 8-bit floats, which the IR lacks).
+fn cast(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["to", "saturate"])?;
+    let x = input(imp, cx, 0)?;
+    let to = cx.required_int("to")?;
+    let data_type = i32::try_from(to).unwrap_or(i32::MAX);
+    let to = elem_type(data_type).ok_or_else(|| {
+        cx.attr_err(
+            "to",
+            format!("unsupported element type {}", data_type_name(data_type)),
+        )
+    })?;
+    add(imp, cx, "", Op::Cast { to }, vec![x]).map(Lowered::Value)
+}
+
+/// The attributes a `Constant` may carry.
+const CONSTANT_ATTRIBUTES: &[&str] = &[
+    "value",
+    "value_float",
+    "value_floats",
+    "value_int",
+    "value_ints",
+    "value_string",
+    "value_strings",
+    "sparse_value",
+];
+
+/// `Constant`: a constant value named by the node's output.
+fn constant(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 0, 0)?;
+    cx.check_attributes(CONSTANT_ATTRIBUTES)?;
+    let [attr] = cx.proto.attribute.as_slice() else {
+        let n = cx.proto.attribute.len();
+        return Err(cx.attr_err(
+            "value",
+            format!("a Constant needs exactly one value attribute, it has {n}"),
+        ));
+    };
+    let tensor = constant_value(cx, &attr.name)?;
+    let name = cx.proto.output.first().cloned().unwrap_or_default();
+    Ok(Lowered::Value(imp.g.add_constant(name, tensor)))
+}
+
+fn constant_value(cx: &NodeCx, attr: &str) -> Result<Tensor, ImportError> {
+    let list = |elem, data: Vec<f64>| {
+        let shape = vec![data.len()];
+        Tensor::new(TensorType { elem, shape }, data)
+    };
+    let scalar = |elem, x| {
+        Tensor::new(
+            TensorType {
+                elem,
+                shape: vec![],
+            },
+            vec![x],
+        )
+    };
+    Ok(match attr {
+        "value" => constant_tensor(cx)?,
+        "value_float" => scalar(ElemType::F32, f64::from(cx.float(attr, 0.0)?)),
+        "value_int" => scalar(ElemType::I64, cx.int(attr, 0)? as f64),
+        "value_floats" => {
+            let v = cx.floats(attr)?.unwrap_or_default();
+            list(ElemType::F32, v.iter().map(|x| f64::from(*x)).collect())
+        }
+        "value_ints" => {
+            let v = cx.ints(attr)?.unwrap_or_default();
+            list(ElemType::I64, v.iter().map(|x| *x as f64).collect())
+        }
+        _ => return Err(cx.attr_err(attr, "string and sparse constants are not supported")),
+    })
+}
+
+fn constant_tensor(cx: &NodeCx) -> Result<Tensor, ImportError> {
+    let t = cx
+        .tensor("value")?
+        .ok_or_else(|| cx.attr_err("value", "required, missing"))?;
+    tensor_from_proto(t).map_err(|e| match e {
+        ImportError::Tensor { message, .. } => cx.attr_err("value", message),
+        other => other,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reshape_shape;
+
+    #[test]
+    fn reshape_copies_zeros_and_infers_minus_one() {
+        assert_eq!(reshape_shape(&[2, 3, 4], &[0, -1], false), Ok(vec![2, 12]));
+        assert_eq!(reshape_shape(&[2, 3, 4], &[-1], false), Ok(vec![24]));
+        assert_eq!(
+            reshape_shape(&[2, 3, 4], &[4, 0, 2], false),
+            Ok(vec![4, 3, 2])
+        );
+        assert_eq!(reshape_shape(&[0, 3], &[3, 0], true), Ok(vec![3, 0]));
+        assert_eq!(reshape_shape(&[6], &[], false).map_err(|_| ()), Err(()));
+        assert_eq!(reshape_shape(&[1], &[], false), Ok(vec![]));
+    }
+
+    #[test]
+    fn reshape_refuses_what_onnx_refuses() {
+        let err = |input: &[usize], spec: &[i64], allowzero| {
+            reshape_shape(input, spec, allowzero).expect_err("refused")
+        };
+        assert!(err(&[6], &[-1, -1], false).contains("more than one -1"));
+        assert!(err(&[6], &[4, -1], false).contains("do not divide"));
+        assert!(err(&[6], &[0, 0], false).contains("does not have"));
+        assert!(err(&[6], &[-2, 3], false).contains("invalid dimension -2"));
+        assert!(err(&[0], &[0, -1], true).contains("both 0 and -1"));
+        assert!(err(&[6], &[i64::MAX, i64::MAX], false).contains("too large"));
+        assert!(err(&[6], &[5], false).contains("cannot reshape"));
+    }
+}

@@ -1,0 +1,83 @@
+//! Building ONNX models in tests with the prost messages, and looking into
+//! the graphs the importer makes. Shared by the ONNX test files.
+
+#![allow(dead_code, reason = "each test file uses a part")]
+
+use compiler::ir::{Graph, ValueId, verify};
+use compiler::onnx::proto::tensor_proto::DataType;
+use compiler::onnx::proto::{GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+use compiler::onnx::{ImportError, import};
+use prost::Message;
+
+pub const F32: DataType = DataType::Float;
+
+pub fn input(name: &str, dims: &[i64]) -> ValueInfoProto {
+    ValueInfoProto::tensor(name, F32, dims)
+}
+
+/// An output declared by name only.
+pub fn output(name: &str) -> ValueInfoProto {
+    ValueInfoProto {
+        name: name.to_owned(),
+        ..ValueInfoProto::default()
+    }
+}
+
+pub fn graph(
+    nodes: Vec<NodeProto>,
+    inputs: Vec<ValueInfoProto>,
+    outputs: &[&str],
+    inits: Vec<TensorProto>,
+) -> GraphProto {
+    GraphProto {
+        node: nodes,
+        name: "test".to_owned(),
+        initializer: inits,
+        input: inputs,
+        output: outputs.iter().map(|o| output(o)).collect(),
+        ..GraphProto::default()
+    }
+}
+
+pub fn encode(g: GraphProto) -> Vec<u8> {
+    ModelProto::with_graph(g, 17).encode_to_vec()
+}
+
+/// A float tensor counting up from `start` by `step`.
+pub fn ramp(name: &str, dims: &[i64], start: f32, step: f32) -> TensorProto {
+    let n: i64 = dims.iter().product();
+    let data: Vec<f32> = (0..n).map(|i| start + step * i as f32).collect();
+    TensorProto::from_f32(name, dims, &data)
+}
+
+pub fn import_ok(bytes: &[u8]) -> Graph {
+    let g = import(bytes).unwrap_or_else(|e| panic!("import failed: {e}"));
+    verify(&g).unwrap_or_else(|e| panic!("verify failed: {e:?}"));
+    g
+}
+
+pub fn import_err(bytes: &[u8]) -> ImportError {
+    import(bytes).expect_err("the import should fail")
+}
+
+pub fn ops(g: &Graph) -> Vec<&'static str> {
+    g.nodes.iter().map(|n| n.op.name()).collect()
+}
+
+pub fn by_name(g: &Graph, name: &str) -> ValueId {
+    let i = g
+        .values
+        .iter()
+        .position(|v| v.name == name)
+        .unwrap_or_else(|| panic!("no value `{name}`"));
+    ValueId(u32::try_from(i).expect("small graph"))
+}
+
+pub fn shape(g: &Graph, name: &str) -> Vec<usize> {
+    g.ty(by_name(g, name)).shape.clone()
+}
+
+/// A model of one node reading a float input `x` and writing `y`.
+pub fn one_node(node: NodeProto, x_dims: &[i64]) -> Vec<u8> {
+    encode(graph(vec![node], vec![input("x", x_dims)], &["y"], vec![]))
+}
