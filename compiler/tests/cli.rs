@@ -294,23 +294,8 @@ fn asm_errors_are_located_and_bad_programs_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown target `no-such-target`"));
     // A good program, then damaged copies of it.
-    std::fs::write(&src, "halt\n").expect("write");
-    let out = tessera(&[
-        "asm",
-        src.to_str().expect("utf8"),
-        "--target",
-        "systolic-os",
-        "--set",
-        "ROWS=16",
-        "-o",
-        prog.to_str().expect("utf8"),
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (out, prog) = assemble(&dir, "good", "halt\n", "systolic-os", &["--set", "ROWS=16"]);
+    ok(&out);
     let bytes = std::fs::read(&prog).expect("read");
     let truncated = dir.join("truncated.tsr");
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).expect("write");
@@ -325,6 +310,32 @@ fn asm_errors_are_located_and_bad_programs_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writes `text` to `dir/name.s` and assembles it for `target` (plus `extra` arguments) into `dir/name.tsr`.
+fn assemble(dir: &Path, name: &str, text: &str, target: &str, extra: &[&str]) -> (Output, PathBuf) {
+    let src = dir.join(format!("{name}.s"));
+    std::fs::write(&src, text).expect("write assembly");
+    let prog = dir.join(format!("{name}.tsr"));
+    let mut args = vec![
+        "asm",
+        src.to_str().expect("utf8"),
+        "--target",
+        target,
+        "-o",
+        prog.to_str().expect("utf8"),
+    ];
+    args.extend_from_slice(extra);
+    (tessera(&args), prog)
+}
+
+fn ok(out: &Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 const MATMUL_SYSTOLIC_OS: &str = "\
@@ -344,23 +355,8 @@ halt
 #[test]
 fn sim_reports_cycles_utilisation_traffic_energy_and_a_trace() {
     let dir = temp_dir("sim");
-    let src = dir.join("mm.s");
-    std::fs::write(&src, MATMUL_SYSTOLIC_OS).expect("write");
-    let prog = dir.join("mm.tsr");
-    let out = tessera(&[
-        "asm",
-        src.to_str().expect("utf8"),
-        "-t",
-        "systolic-os",
-        "-o",
-        prog.to_str().expect("utf8"),
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (out, prog) = assemble(&dir, "mm", MATMUL_SYSTOLIC_OS, "systolic-os", &[]);
+    ok(&out);
     let trace = dir.join("trace.json");
     let out = tessera(&[
         "sim",
@@ -419,18 +415,8 @@ fn sim_reports_cycles_utilisation_traffic_energy_and_a_trace() {
 #[test]
 fn sim_reports_faults_with_exit_one() {
     let dir = temp_dir("simfault");
-    let src = dir.join("bad.s");
-    std::fs::write(&src, "wait sem3\nhalt\n").expect("write");
-    let prog = dir.join("bad.tsr");
-    let out = tessera(&[
-        "asm",
-        src.to_str().expect("utf8"),
-        "-t",
-        "systolic-os",
-        "-o",
-        prog.to_str().expect("utf8"),
-    ]);
-    assert_eq!(out.status.code(), Some(0));
+    let (out, prog) = assemble(&dir, "bad", "wait sem3\nhalt\n", "systolic-os", &[]);
+    ok(&out);
     let out = tessera(&["sim", prog.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
