@@ -33,8 +33,12 @@ impl Emitter<'_> {
                 let i = i.index();
                 quote!((#i, #k))
             });
+            let offsets = ix.offsets.iter().map(|(o, k)| {
+                let o = o.index();
+                quote!((#o, #k))
+            });
             let c = ix.constant;
-            quote!((&[#(#terms),*], #c))
+            quote!((&[#(#terms),*], &[#(#offsets),*], #c))
         });
         quote!(&[#(#dims),*])
     }

@@ -309,7 +309,11 @@ fn access(operand: u32, terms: &[(u32, i64)], constant: i64) -> SemExpr {
     let terms = terms.iter().map(|&(i, c)| (IndexId(i), c)).collect();
     SemExpr::Access(Access {
         operand: OperandId(operand),
-        indices: vec![Affine { terms, constant }],
+        indices: vec![Affine {
+            terms,
+            constant,
+            ..Affine::default()
+        }],
     })
 }
 

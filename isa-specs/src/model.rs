@@ -550,13 +550,16 @@ pub struct Access {
     pub indices: Vec<Affine>,
 }
 
-/// `c + Σ coeff·index`
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// `c + Σ coeff·index + Σ coeff·immediate`
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Affine {
-    /// Terms, sorted by index.
+    /// Index terms, sorted by index.
     pub terms: Vec<(IndexId, i64)>,
     /// Constant.
     pub constant: i64,
+    /// Immediate-operand terms (a run-time offset such as a row number), sorted by operand.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offsets: Vec<(OperandId, i64)>,
 }
 
 /// Element-wise functions in semantics.

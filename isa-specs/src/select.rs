@@ -100,6 +100,8 @@ pub struct Binder {
     pub index: Vec<Option<IndexId>>,
     /// Pattern operand -> operation tensor.
     pub operand: Vec<Option<usize>>,
+    /// Equations `Σ coeff · immediate = value` from immediate offsets in indices.
+    pub offsets: Vec<(Vec<(usize, i64)>, i64)>,
 }
 
 impl Binder {
@@ -108,6 +110,7 @@ impl Binder {
         Binder {
             index: vec![None; inst.semantics.indices.len()],
             operand: vec![None; inst.operands.len()],
+            offsets: Vec::new(),
         }
     }
 
@@ -132,19 +135,32 @@ impl Binder {
         }
     }
 
-    /// Matches a pattern access (operand `p`, per dimension the index terms and constant) against an operation access.
-    pub fn access(&mut self, p: usize, dims: &[(&[(usize, i64)], i64)], a: &TileAccess) -> bool {
+    /// Matches a pattern access (operand `p`, per dimension: index terms, immediate-offset
+    /// terms, constant) against an operation access. Where the pattern has immediate
+    /// offsets, the operation's constant minus the pattern's is what they must add up to.
+    pub fn access(
+        &mut self,
+        p: usize,
+        dims: &[(&[(usize, i64)], &[(usize, i64)], i64)],
+        a: &TileAccess,
+    ) -> bool {
         if dims.len() != a.indices.len() || !self.bind_operand(p, a.tensor) {
             return false;
         }
-        dims.iter().zip(&a.indices).all(|((terms, c), ix)| {
-            *c == ix.constant
-                && terms.len() == ix.terms.len()
-                && terms
-                    .iter()
-                    .zip(&ix.terms)
-                    .all(|((pi, pk), (oi, ok))| pk == ok && self.bind_index(*pi, *oi))
-        })
+        dims.iter()
+            .zip(&a.indices)
+            .all(|((terms, offsets, c), ix)| {
+                let indices_match = terms.len() == ix.terms.len()
+                    && terms
+                        .iter()
+                        .zip(&ix.terms)
+                        .all(|((pi, pk), (oi, ok))| pk == ok && self.bind_index(*pi, *oi));
+                if offsets.is_empty() {
+                    return indices_match && *c == ix.constant && ix.offsets.is_empty();
+                }
+                self.offsets.push((offsets.to_vec(), ix.constant - c));
+                indices_match && ix.offsets.is_empty()
+            })
     }
 
     /// Binds reduction indices pairwise.
@@ -180,6 +196,14 @@ pub fn finish(m: &Machine, inst: InstId, b: &Binder, op: &TileOp) -> Result<MIns
         equations.extend(dims.iter().zip(t.shape.iter().copied()));
         if let (Some(st), TilePlace::Mem { strides: ts, .. }) = (strides, &t.place) {
             equations.extend(st.iter().zip(ts.iter().copied()));
+        }
+    }
+    for (terms, value) in &b.offsets {
+        if let [(imm, k)] = terms.as_slice()
+            && *k != 0
+            && value % k == 0
+        {
+            imms[*imm] = Some(value / k);
         }
     }
     for _ in 0..def.operands.len() {

@@ -106,6 +106,14 @@ impl Gen<'_> {
                 if *k == 1 { quote!(#x) } else { quote!(#k * #x) }
             })
             .collect();
+        for (o, k) in &a.offsets {
+            let b = bind_ident(&self.inst.operands[o.index()].name);
+            parts.push(if *k == 1 {
+                quote!((*#b))
+            } else {
+                quote!(#k * (*#b))
+            });
+        }
         if a.constant != 0 || parts.is_empty() {
             let c = a.constant;
             parts.push(quote!(#c));

@@ -236,3 +236,59 @@ fn dma_engines_are_busy_while_their_transfer_waits_for_bandwidth() {
         .collect();
     assert_eq!(loads, vec![(0, 0), (1, 64), (64, 128), (128, 192)]);
 }
+
+#[test]
+fn immediate_offsets_in_indices_reach_the_simulator() {
+    // `mpop_v r, d, a` is `d[i, j] = a[i + r, j]`: rows 8..16 of a 16 x 16 product.
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let text = ".input a hbm @0x0 bf16 [16, 16]\n.input b hbm @0x1000 bf16 [16, 16]\n\
+        dma_ld_bf16 sem0, 16, 16, 16, @0x0, @0x0\ndma_ld_bf16 sem1, 16, 16, 16, @0x1000, @0x1000\n\
+        wait sem0\nwait sem1\nmmul_z 16, 16, 16, 16, acc0, @0x0, @0x1000\nfence\nmpop_v 8, vreg3, acc0\nfence\nhalt\n";
+    let program = assemble(t.isa(), m, "t.s", text).expect("assembles");
+    let ones = |n: usize, x: f32| {
+        (0..n)
+            .flat_map(|_| {
+                targets::sim::to_bytes(isa_specs::model::DType::Bf16, f64::from(x))[..2].to_vec()
+            })
+            .collect::<Vec<u8>>()
+    };
+    // a = all 1, b = all 2: every element of the product is 16 * 2 = 32.
+    let inputs = vec![
+        ("a".to_owned(), ones(256, 1.0)),
+        ("b".to_owned(), ones(256, 2.0)),
+    ];
+    let o = t
+        .simulate(m, &program, &inputs, &Config::default())
+        .expect("runs");
+    let vreg = m
+        .regfiles
+        .iter()
+        .position(|r| r.name == "vreg")
+        .expect("vreg");
+    let acc = m
+        .regfiles
+        .iter()
+        .position(|r| r.name == "acc")
+        .expect("acc");
+    let (sub, vl) = (
+        m.regfiles[vreg].shape[0].value as usize,
+        m.regfiles[vreg].shape[1].value as usize,
+    );
+    let acc_cols = m.regfiles[acc].shape[1].value as usize;
+    let per_vreg = sub * vl;
+    let per_acc: usize = m.regfiles[acc]
+        .shape
+        .iter()
+        .map(|d| d.value as usize)
+        .product();
+    for i in 0..sub {
+        for j in 0..16 {
+            let got = o.state.regs[vreg][3 * per_vreg + i * vl + j];
+            let want = o.state.regs[acc][(8 + i) * acc_cols + j];
+            assert_eq!(got, want, "vreg3[{i}, {j}]");
+            assert_eq!(got, if 8 + i < 16 { 32.0 } else { 0.0 });
+        }
+    }
+    assert!(per_acc > 0);
+}

@@ -93,9 +93,22 @@ fn tile_op(m: &Machine, inst: &MInst) -> Option<TileOp> {
         .iter()
         .map(|ix| eval::eval_int(&ix.extent, &e).expect("extent evaluates"))
         .collect();
+    // Immediate offsets in the pattern become the instance's constants in the operation.
     let access = |a: &Access| TileAccess {
         tensor: a.operand.index(),
-        indices: a.indices.clone(),
+        indices: a
+            .indices
+            .iter()
+            .map(|ix| Affine {
+                terms: ix.terms.clone(),
+                constant: ix.constant
+                    + ix.offsets
+                        .iter()
+                        .map(|(o, k)| k * imms[o.index()].unwrap_or(0))
+                        .sum::<i64>(),
+                offsets: Vec::new(),
+            })
+            .collect(),
     };
     fn expr(x: &SemExpr, e: &WithOperands<'_>, access: &dyn Fn(&Access) -> TileAccess) -> TileExpr {
         match x {

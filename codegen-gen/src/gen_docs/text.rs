@@ -157,17 +157,22 @@ impl Names<'_> {
         out
     }
 
-    /// `2*i + k - 1`
+    /// `2*i + k - 1`, `i + row`
     fn affine(&self, a: &Affine) -> String {
+        let names = a
+            .terms
+            .iter()
+            .map(|&(ix, k)| (self.index(ix), k))
+            .chain(a.offsets.iter().map(|&(op, k)| (self.operand(op), k)));
         let mut out = String::new();
-        for (n, &(ix, coeff)) in a.terms.iter().enumerate() {
+        for (n, (name, coeff)) in names.enumerate() {
             push_signed(&mut out, n == 0, coeff);
             if coeff.unsigned_abs() != 1 {
                 let _ = write!(out, "{}*", coeff.unsigned_abs());
             }
-            out.push_str(&self.index(ix));
+            out.push_str(&name);
         }
-        if a.terms.is_empty() {
+        if out.is_empty() {
             out = a.constant.to_string();
         } else if a.constant != 0 {
             push_signed(&mut out, false, a.constant);

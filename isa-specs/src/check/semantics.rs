@@ -380,7 +380,11 @@ fn access(
     let mut out = Vec::new();
     for (dim, e) in idx.iter().enumerate() {
         let affine = affine(c, cx, e)?;
-        if let ([(var, 1)], 0) = (affine.terms.as_slice(), affine.constant) {
+        if let ([(var, 1)], 0, true) = (
+            affine.terms.as_slice(),
+            affine.constant,
+            affine.offsets.is_empty(),
+        ) {
             bind_extent(c, cx, *var, &shape[dim], e.span, &name, dim)?;
         }
         out.push(affine);
@@ -463,70 +467,87 @@ fn bind_extent(
     Some(())
 }
 
+/// `a + sign·b` of two term lists, dropping zero coefficients.
+fn merge<K: Ord + Copy>(mut a: Vec<(K, i64)>, b: &[(K, i64)], sign: i64) -> Vec<(K, i64)> {
+    for (i, k) in b {
+        match a.iter_mut().find(|(j, _)| j == i) {
+            Some((_, kk)) => *kk += sign * k,
+            None => a.push((*i, sign * k)),
+        }
+    }
+    a.retain(|(_, k)| *k != 0);
+    a.sort();
+    a
+}
+
+fn scaled<K: Copy>(v: &[(K, i64)], k: i64) -> Vec<(K, i64)> {
+    v.iter()
+        .map(|(i, x)| (*i, x * k))
+        .filter(|(_, x)| *x != 0)
+        .collect()
+}
+
 fn affine(c: &mut Checker, cx: &mut Ctx<'_>, e: &ast::Expr) -> Option<Affine> {
     let non_affine = |c: &mut Checker, cx: &mut Ctx<'_>| {
-        fail::<Affine>(c, cx, Diagnostic::new(Code::NonAffineIndex, e.span, "index expressions must be affine: sums of indices times constants, plus a constant").label("not affine").help("write indices like `i`, `i + 1`, `2*i + k`"))
+        let d = Diagnostic::new(Code::NonAffineIndex, e.span, "index expressions must be affine: sums of indices and immediates times constants, plus a constant")
+            .label("not affine")
+            .help("write indices like `i`, `i + 1`, `2*i + k`, `i + row` (with `row` an immediate)");
+        fail::<Affine>(c, cx, d)
+    };
+    let constant = |v: i64| Affine {
+        constant: v,
+        ..Affine::default()
     };
     match &e.kind {
-        ExprKind::Int(v) => Some(Affine {
-            terms: vec![],
-            constant: *v,
-        }),
+        ExprKind::Int(v) => Some(constant(*v)),
         ExprKind::Name(n) => {
-            if cx.ops.scope.operands.contains_key(n) || c.symbols.contains_key(n) {
-                // A parameter or immediate as a constant index is not affine in index variables we can bind.
+            if let Some(op) = cx.ops.scope.operands.get(n) {
+                // An immediate: a run-time offset.
+                return Some(Affine {
+                    offsets: vec![(*op, 1)],
+                    ..Affine::default()
+                });
+            }
+            if cx.ops.scope.others.contains(n) || c.symbols.contains_key(n) {
                 let Some(Sym::Param(p)) = c.symbols.get(n).map(|(s, _)| *s) else {
                     return non_affine(c, cx);
                 };
-                return Some(Affine {
-                    terms: vec![],
-                    constant: c.param_values[p.index()],
-                });
+                return Some(constant(c.param_values[p.index()]));
             }
             Some(Affine {
                 terms: vec![(index_var(cx, n, e.span), 1)],
-                constant: 0,
+                ..Affine::default()
             })
         }
         ExprKind::Neg(a) => {
             let a = affine(c, cx, a)?;
             Some(Affine {
-                terms: a.terms.iter().map(|(i, k)| (*i, -k)).collect(),
+                terms: scaled(&a.terms, -1),
                 constant: -a.constant,
+                offsets: scaled(&a.offsets, -1),
             })
         }
         ExprKind::Binary(op @ (BinOp::Add | BinOp::Sub), a, b) => {
             let (a, b) = (affine(c, cx, a)?, affine(c, cx, b)?);
             let sign = if *op == BinOp::Add { 1 } else { -1 };
-            let mut terms = a.terms;
-            for (i, k) in b.terms {
-                match terms.iter_mut().find(|(j, _)| *j == i) {
-                    Some((_, kk)) => *kk += sign * k,
-                    None => terms.push((i, sign * k)),
-                }
-            }
-            terms.retain(|(_, k)| *k != 0);
-            terms.sort();
             Some(Affine {
-                terms,
+                terms: merge(a.terms, &b.terms, sign),
                 constant: a.constant + sign * b.constant,
+                offsets: merge(a.offsets, &b.offsets, sign),
             })
         }
         ExprKind::Binary(BinOp::Mul, a, b) => {
             let (a, b) = (affine(c, cx, a)?, affine(c, cx, b)?);
-            let (k, v) = match (a.terms.is_empty(), b.terms.is_empty()) {
+            let is_const = |x: &Affine| x.terms.is_empty() && x.offsets.is_empty();
+            let (k, v) = match (is_const(&a), is_const(&b)) {
                 (true, _) => (a.constant, b),
                 (_, true) => (b.constant, a),
                 _ => return non_affine(c, cx),
             };
             Some(Affine {
-                terms: v
-                    .terms
-                    .iter()
-                    .map(|(i, x)| (*i, x * k))
-                    .filter(|(_, x)| *x != 0)
-                    .collect(),
+                terms: scaled(&v.terms, k),
                 constant: v.constant * k,
+                offsets: scaled(&v.offsets, k),
             })
         }
         _ => non_affine(c, cx),
