@@ -54,6 +54,14 @@ impl Emitter<'_> {
                     if !b.access(#op, #dims, #x) { return false; }
                 }
             }
+            SemExpr::Index(i) => {
+                let x = self.fresh();
+                let i = i.index();
+                quote! {
+                    let TileExpr::Index(#x) = #var else { return false };
+                    if !b.bind_index(#i, *#x) { return false; }
+                }
+            }
             SemExpr::Const(c) => {
                 let x = self.fresh();
                 let value = expr(c, Some(self.inst));

@@ -592,11 +592,17 @@ pub enum Func {
     Round,
     /// `select(c, a, b)`: `a` where `c` is non-zero, else `b`
     Select,
+    /// `lt(a, b)`: 1 where `a < b`, else 0
+    Lt,
+    /// `le(a, b)`: 1 where `a <= b`, else 0
+    Le,
+    /// `eq(a, b)`: 1 where `a == b`, else 0
+    Eq,
 }
 
 impl Func {
     /// Every function.
-    pub const ALL: [Func; 13] = [
+    pub const ALL: [Func; 16] = [
         Func::Exp,
         Func::Log,
         Func::Tanh,
@@ -610,6 +616,9 @@ impl Func {
         Func::Min,
         Func::Round,
         Func::Select,
+        Func::Lt,
+        Func::Le,
+        Func::Eq,
     ];
 
     /// The name as written.
@@ -628,13 +637,16 @@ impl Func {
             Func::Min => "min",
             Func::Round => "round",
             Func::Select => "select",
+            Func::Lt => "lt",
+            Func::Le => "le",
+            Func::Eq => "eq",
         }
     }
 
     /// Number of arguments.
     pub fn arity(self) -> usize {
         match self {
-            Func::Max | Func::Min => 2,
+            Func::Max | Func::Min | Func::Lt | Func::Le | Func::Eq => 2,
             Func::Select => 3,
             _ => 1,
         }
@@ -658,6 +670,8 @@ pub enum SemExpr {
     Cast(DType, Box<SemExpr>),
     /// `op(indices) body`
     Reduce(ReduceOp, Vec<IndexId>, Box<SemExpr>),
+    /// The value of an index variable (an `i32`), e.g. for masks: `select(le(j, i), x[i, j], 0.0)`.
+    Index(IndexId),
 }
 
 /// Where and how long an instruction runs.

@@ -76,6 +76,8 @@ pub enum TileExpr {
     Cast(DType, Box<TileExpr>),
     /// `op(indices) body`
     Reduce(ReduceOp, Vec<IndexId>, Box<TileExpr>),
+    /// The value of an index variable.
+    Index(IndexId),
 }
 
 /// `target op value` over index variables with the given extents.

@@ -68,6 +68,7 @@ pub fn expr_dtype(e: &SemExpr, inst: &Instruction, regfiles: &[RegFile]) -> Opti
             .get(a.operand.index())
             .and_then(|o| operand_dtype(o, regfiles)),
         SemExpr::Const(_) => None,
+        SemExpr::Index(_) => Some(DType::I32),
         SemExpr::Cast(d, _) => Some(*d),
         SemExpr::Neg(a) | SemExpr::Reduce(_, _, a) => expr_dtype(a, inst, regfiles),
         SemExpr::Binary(_, a, b) => {
@@ -97,6 +98,7 @@ fn indices_of(a: &Access) -> Vec<IndexId> {
 fn free_indices(e: &SemExpr, out: &mut Vec<IndexId>) {
     match e {
         SemExpr::Access(a) => out.extend(indices_of(a)),
+        SemExpr::Index(i) => out.push(*i),
         SemExpr::Const(_) => {}
         SemExpr::Neg(a) | SemExpr::Cast(_, a) => free_indices(a, out),
         SemExpr::Binary(_, a, b) => {
@@ -186,7 +188,7 @@ fn walk(
     acc: Option<DType>,
 ) {
     match e {
-        SemExpr::Access(_) | SemExpr::Const(_) => {}
+        SemExpr::Access(_) | SemExpr::Const(_) | SemExpr::Index(_) => {}
         SemExpr::Neg(a) => walk(a, inst, regfiles, out, in_matmul, acc),
         SemExpr::Cast(to, a) => {
             if let Some(from) = expr_dtype(a, inst, regfiles)

@@ -64,6 +64,7 @@ fn free(e: &SemExpr, out: &mut Vec<IndexId>) {
         }
     };
     match e {
+        SemExpr::Index(i) => push(*i, out),
         SemExpr::Access(a) => a
             .indices
             .iter()
@@ -222,6 +223,10 @@ impl Gen<'_> {
         let d = dtype_tokens(dt);
         match e {
             SemExpr::Access(a) => self.load(a),
+            SemExpr::Index(i) => {
+                let x = var(*i);
+                quote!((#x as f64))
+            }
             SemExpr::Const(c) => {
                 let v = expr(c, Some(self.inst));
                 let v = if codegen_gen::emit::is_real(c) {
@@ -475,7 +480,7 @@ impl Gen<'_> {
 fn operands_read(e: &SemExpr, out: &mut Vec<OperandId>) {
     match e {
         SemExpr::Access(a) => out.push(a.operand),
-        SemExpr::Const(_) => {}
+        SemExpr::Const(_) | SemExpr::Index(_) => {}
         SemExpr::Neg(a) | SemExpr::Cast(_, a) | SemExpr::Reduce(_, _, a) => operands_read(a, out),
         SemExpr::Binary(_, a, b) => {
             operands_read(a, out);

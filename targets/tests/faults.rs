@@ -292,3 +292,34 @@ fn immediate_offsets_in_indices_reach_the_simulator() {
     }
     assert!(per_acc > 0);
 }
+
+#[test]
+fn masks_computed_from_index_values_reach_the_simulator() {
+    // `vcausal r, c, d, a`: d[i, j] = a[i, j] where j + c <= i + r, else -3e38.
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let program =
+        assemble(t.isa(), m, "t.s", "vcausal 2, 0, vreg1, vreg1\n{}\nhalt\n").expect("assembles");
+    let o = t
+        .simulate(m, &program, &[], &Config::default())
+        .expect("runs");
+    let vreg = m
+        .regfiles
+        .iter()
+        .position(|r| r.name == "vreg")
+        .expect("vreg");
+    let vl = m.regfiles[vreg].shape[1].value as usize;
+    let sub = m.regfiles[vreg].shape[0].value as usize;
+    // The register started at 0: kept elements stay 0, masked ones become -3e38 (rounded to f32).
+    let masked = f64::from(-3.0e38_f32);
+    for i in 0..sub {
+        for j in 0..vl {
+            let want = if j <= i + 2 { 0.0 } else { masked };
+            assert_eq!(
+                o.state.regs[vreg][vl * sub + i * vl + j],
+                want,
+                "[{i}, {j}]"
+            );
+        }
+    }
+}

@@ -113,6 +113,7 @@ fn tile_op(m: &Machine, inst: &MInst) -> Option<TileOp> {
     fn expr(x: &SemExpr, e: &WithOperands<'_>, access: &dyn Fn(&Access) -> TileAccess) -> TileExpr {
         match x {
             SemExpr::Access(a) => TileExpr::Access(access(a)),
+            SemExpr::Index(i) => TileExpr::Index(*i),
             SemExpr::Const(c) => {
                 TileExpr::Const(eval::eval(c, e).expect("constant evaluates").as_f64())
             }

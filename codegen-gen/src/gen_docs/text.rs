@@ -184,6 +184,7 @@ impl Names<'_> {
     fn sem(&self, out: &mut String, e: &SemExpr) {
         match e {
             SemExpr::Access(a) => out.push_str(&self.access(a)),
+            SemExpr::Index(i) => out.push_str(&self.index(*i)),
             SemExpr::Const(c) => self.expr(out, c),
             SemExpr::Neg(a) => {
                 out.push('-');
@@ -237,7 +238,7 @@ pub(super) fn sem_prec(e: &SemExpr) -> u8 {
         SemExpr::Const(c) => expr_prec(c),
         // Lower than a product: `-(sum(k) x)`, `(sum(k) x) * y`.
         SemExpr::Reduce(..) => 1,
-        SemExpr::Access(_) | SemExpr::Call(..) | SemExpr::Cast(..) => 4,
+        SemExpr::Access(_) | SemExpr::Index(_) | SemExpr::Call(..) | SemExpr::Cast(..) => 4,
     }
 }
 

@@ -1081,6 +1081,7 @@ pub(super) fn sem_indices(e: &SemExpr, used: &mut Vec<usize>, out: &mut [Option<
                 .iter()
                 .flat_map(|x| x.terms.iter().map(|(i, _)| i.index())),
         ),
+        SemExpr::Index(i) => used.push(i.index()),
         SemExpr::Const(_) => {}
         SemExpr::Neg(a) | SemExpr::Cast(_, a) => sem_indices(a, used, out),
         SemExpr::Binary(_, a, b) => {

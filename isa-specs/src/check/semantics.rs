@@ -610,6 +610,11 @@ fn typed(
                 let v = c.resolve(&Scope::default(), e)?;
                 return leaf(SemExpr::Const(v), None, BTreeSet::new());
             }
+            // An index already bound (on the left, or by an enclosing reduction) has a value.
+            if let Some(i) = cx.indices.iter().position(|(v, _)| &v.name == n) {
+                let id = IndexId::from_index(i);
+                return leaf(SemExpr::Index(id), Some(DType::I32), BTreeSet::from([id]));
+            }
             undefined_operand(c, cx, n, e.span)
         }
         ExprKind::Index(n, idx) => {
@@ -827,7 +832,7 @@ fn call(
         .collect();
     let dtype = match func {
         Func::Select => unify(c, cx, e, typed_args[1].dtype, typed_args[2].dtype, "select")?,
-        Func::Max | Func::Min => unify(
+        Func::Max | Func::Min | Func::Lt | Func::Le | Func::Eq => unify(
             c,
             cx,
             e,

@@ -511,6 +511,18 @@ pub mod func {
             r
         }
     }
+    /// 1 where `a < b`, else 0
+    pub fn lt(a: f64, b: f64) -> f64 {
+        f64::from(u8::from(a < b))
+    }
+    /// 1 where `a <= b`, else 0
+    pub fn le(a: f64, b: f64) -> f64 {
+        f64::from(u8::from(a <= b))
+    }
+    /// 1 where `a == b`, else 0
+    pub fn eq(a: f64, b: f64) -> f64 {
+        f64::from(u8::from(a == b))
+    }
     /// `a` where `c` is non-zero, else `b`
     pub fn select(c: f64, a: f64, b: f64) -> f64 {
         if c != 0.0 { a } else { b }
