@@ -95,6 +95,9 @@ pub struct TileOp {
     pub value: TileExpr,
 }
 
+/// A pattern's index for one dimension: `(index terms, immediate-offset terms, constant)`.
+pub type PatternDim<'a> = (&'a [(usize, i64)], &'a [(usize, i64)], i64);
+
 /// What a structural match found: pattern indices and operands bound to the operation's.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Binder {
@@ -140,12 +143,7 @@ impl Binder {
     /// Matches a pattern access (operand `p`, per dimension: index terms, immediate-offset
     /// terms, constant) against an operation access. Where the pattern has immediate
     /// offsets, the operation's constant minus the pattern's is what they must add up to.
-    pub fn access(
-        &mut self,
-        p: usize,
-        dims: &[(&[(usize, i64)], &[(usize, i64)], i64)],
-        a: &TileAccess,
-    ) -> bool {
+    pub fn access(&mut self, p: usize, dims: &[PatternDim<'_>], a: &TileAccess) -> bool {
         if dims.len() != a.indices.len() || !self.bind_operand(p, a.tensor) {
             return false;
         }
