@@ -56,3 +56,15 @@ fn reference_interpreter_matches_onnxruntime_on_every_example() {
         }
     }
 }
+
+/// The IR of the smallest example after import and after constant folding (Gemm's transposed weights fold away).
+#[test]
+fn mlp_small_ir_after_import_and_folding() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mlp_small");
+    let mut g = compiler::onnx::import_file(dir.join("model.onnx")).expect("imports");
+    let imported = g.to_string();
+    let folded = compiler::interp::fold_constants(&mut g);
+    insta::assert_snapshot!(format!(
+        "## after import\n{imported}\n## after constant folding ({folded} nodes folded)\n{g}"
+    ));
+}

@@ -4,6 +4,7 @@
 //! the verifier uses to check it after every pass.
 
 mod infer;
+mod print;
 mod verify;
 
 pub use infer::{broadcast, infer};
