@@ -451,3 +451,37 @@ fn doc_writes_the_manual_for_every_target() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sim_reads_inputs_in_the_onnx_backend_test_layout() {
+    use prost::Message as _;
+    let dir = temp_dir("simpb");
+    let (out, prog) = assemble(&dir, "mm", MATMUL_SYSTOLIC_OS, "systolic-os", &[]);
+    ok(&out);
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).expect("dir");
+    // a = all 1 (4 x 8), b = all 0.5 (8 x 4): every element of c is 8 * 0.5 = 4.
+    let a = compiler::onnx::proto::TensorProto::from_f32("a", &[4, 8], &[1.0; 32]);
+    let b = compiler::onnx::proto::TensorProto::from_f32("b", &[8, 4], &[0.5; 32]);
+    std::fs::write(data.join("input_0.pb"), a.encode_to_vec()).expect("write");
+    std::fs::write(data.join("input_1.pb"), b.encode_to_vec()).expect("write");
+    let outs = dir.join("out");
+    let out = tessera(&[
+        "sim",
+        prog.to_str().expect("utf8"),
+        "--inputs",
+        data.to_str().expect("utf8"),
+        "--outputs",
+        outs.to_str().expect("utf8"),
+        "--format",
+        "json",
+    ]);
+    ok(&out);
+    let c = std::fs::read(outs.join("c.bin")).expect("output written");
+    let values: Vec<f32> = c
+        .chunks(4)
+        .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+        .collect();
+    assert_eq!(values, vec![4.0; 16]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,6 +4,7 @@ use super::{EXIT_ERRORS, EXIT_OK, Format, TargetArgs};
 use anyhow::Context as _;
 use clap::Args;
 use isa_specs::program::{Program, TensorDesc};
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use targets::sim::{Config, Report};
@@ -14,7 +15,9 @@ pub struct SimArgs {
     /// Program file (.tsr).
     program: PathBuf,
     /// Input tensors: `DIR/<name>.bin` holds the raw little-endian elements of input `<name>`
-    /// (its dtype and shape are in the program). Inputs without a file get seeded random values in [-1, 1).
+    /// (its dtype and shape are in the program); otherwise `DIR/input_<i>.pb`, an ONNX TensorProto
+    /// (the backend-test layout), is converted to the input's type. Inputs without a file get
+    /// seeded random values in [-1, 1).
     #[arg(long, value_name = "DIR")]
     inputs: Option<PathBuf>,
     /// Write each output tensor to `DIR/<name>.bin` (raw little-endian elements).
@@ -61,32 +64,63 @@ fn random_input(t: &TensorDesc, seed: u64) -> Vec<u8> {
     out
 }
 
+/// Raw little-endian elements from `<name>.bin`.
+fn raw_input(t: &TensorDesc, path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let b = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    anyhow::ensure!(
+        b.len() as u64 == t.bytes(),
+        "{}: {} bytes, but input `{}` ({} {:?}) has {}",
+        path.display(),
+        b.len(),
+        t.name,
+        t.dtype.name(),
+        t.shape,
+        t.bytes()
+    );
+    Ok(b)
+}
+
+/// An ONNX `TensorProto` file (`input_<i>.pb`), converted to the input's element type.
+fn tensor_input(t: &TensorDesc, path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let (_, tensor) = compiler::onnx::read_tensor_file(path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    anyhow::ensure!(
+        tensor.data.len() as u64 == t.shape.iter().product::<u64>(),
+        "{}: {} elements, but input `{}` has shape {:?}",
+        path.display(),
+        tensor.data.len(),
+        t.name,
+        t.shape
+    );
+    let n = t.dtype.bytes() as usize;
+    Ok(tensor
+        .data
+        .iter()
+        .flat_map(|x| targets::sim::to_bytes(t.dtype, *x)[..n].to_vec())
+        .collect())
+}
+
+/// Each input from `DIR/<name>.bin`, else `DIR/input_<i>.pb` (the ONNX backend-test layout), else seeded random values.
 fn inputs(program: &Program, args: &SimArgs) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     program
         .inputs
         .iter()
-        .map(|t| {
-            let file = args
+        .enumerate()
+        .map(|(i, t)| {
+            let raw = args
                 .inputs
                 .as_ref()
-                .map(|d| d.join(format!("{}.bin", t.name)));
-            let bytes = match file.filter(|f| f.exists()) {
-                Some(f) => {
-                    let b = std::fs::read(&f)
-                        .with_context(|| format!("cannot read {}", f.display()))?;
-                    anyhow::ensure!(
-                        b.len() as u64 == t.bytes(),
-                        "{}: {} bytes, but input `{}` ({} {:?}) has {}",
-                        f.display(),
-                        b.len(),
-                        t.name,
-                        t.dtype.name(),
-                        t.shape,
-                        t.bytes()
-                    );
-                    b
-                }
-                None => random_input(t, args.seed),
+                .map(|d| d.join(format!("{}.bin", t.name)))
+                .filter(|f| f.exists());
+            let pb = args
+                .inputs
+                .as_ref()
+                .map(|d| d.join(format!("input_{i}.pb")))
+                .filter(|f| f.exists());
+            let bytes = match (raw, pb) {
+                (Some(f), _) => raw_input(t, &f)?,
+                (None, Some(f)) => tensor_input(t, &f)?,
+                (None, None) => random_input(t, args.seed),
             };
             Ok((t.name.clone(), bytes))
         })
