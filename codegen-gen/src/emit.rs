@@ -228,6 +228,12 @@ fn fold(args: &[TokenStream], f: TokenStream) -> TokenStream {
     it.fold(first.clone(), |acc, x| quote!(#f(#acc, #x)))
 }
 
+/// Text from a description made safe for a rustdoc comment: brackets (index
+/// notation such as `acc[i]`) would otherwise be read as intra-doc links.
+pub fn doc_text(text: &str) -> String {
+    text.replace('[', "\\[").replace(']', "\\]")
+}
+
 /// Prints a generated file: the `@generated` stamp, then the formatted items.
 pub fn print_file(ctx: &crate::Ctx, artifact: &str, file: &syn::File) -> String {
     format!(

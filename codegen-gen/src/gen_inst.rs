@@ -19,7 +19,11 @@ pub fn generate(ctx: &Ctx) -> syn::File {
         let doc = if inst.doc.is_empty() {
             format!("`{}` ({cite})", inst.name)
         } else {
-            format!("`{}`: {} ({cite})", inst.name, inst.doc)
+            format!(
+                "`{}`: {} ({cite})",
+                inst.name,
+                crate::emit::doc_text(&inst.doc)
+            )
         };
         let fields = inst.operands.iter().map(|o| {
             let (f, t) = (field_ident(&o.name), field_type(&o.kind));

@@ -153,7 +153,7 @@ fn emit_matcher(ctx: &Ctx, i: usize) -> Option<TokenStream> {
     let doc = format!(
         "`{}`: {} ({})",
         inst.name,
-        crate::gen_docs::semantics_text(ctx.machine, inst),
+        crate::emit::doc_text(&crate::gen_docs::semantics_text(ctx.machine, inst)),
         ctx.cite(SpanKey::Inst(InstId::from_index(i)))
     );
     let opv = variant(quote!(AssignOp), op);

@@ -66,7 +66,7 @@ fn a_new_instruction_reaches_every_artifact() {
     assert!(text("asm").contains("\"vtanh\" =>"), "assembly parser");
     assert!(text("sched").contains("Inst::Vtanh"), "scheduling tables");
     assert!(
-        text("select").contains("`vtanh`: d[i] = tanh(a[i]);")
+        text("select").contains("`vtanh`: d\\[i\\] = tanh(a\\[i\\]);")
             && text("select").contains("Func::Tanh"),
         "selector pattern"
     );
