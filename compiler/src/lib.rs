@@ -8,3 +8,4 @@
 pub mod interp;
 pub mod ir;
 pub mod onnx;
+pub mod sched;

@@ -11,6 +11,9 @@ use isa_specs::program::Program;
 use isa_specs::target::Isa;
 use std::sync::OnceLock;
 
+/// What an instruction instance reads, writes, signals and waits for (for schedulers).
+pub type EffectsFn = fn(&Machine, &isa_specs::target::MInst, &mut sim::Effects);
+
 /// A target's simulator entry point: machine in force, program, inputs `(name, bytes)`, configuration.
 pub type SimulateFn = fn(
     &Machine,
@@ -32,6 +35,8 @@ pub struct Entry {
     pub sources: &'static [(&'static str, &'static str)],
     /// The generated simulator.
     pub simulate: SimulateFn,
+    /// The generated access sets.
+    pub effects: EffectsFn,
 }
 
 /// The one shim that includes generated code: one module per target, one submodule per artifact.
@@ -109,6 +114,13 @@ macro_rules! target {
                 }
                 fn mnemonic(i: &inst::Inst) -> &'static str {
                     i.mnemonic()
+                }
+            }
+
+            fn effects(m: &isa_specs::Machine, i: &isa_specs::target::MInst, fx: &mut crate::sim::Effects) {
+                fx.clear();
+                if let Some(i) = inst::Inst::from_minst(i) {
+                    exec::effects(m, &i, fx);
                 }
             }
 
@@ -191,7 +203,7 @@ macro_rules! target {
             }
 
             /// This target's registry entry.
-            pub const ENTRY: crate::Entry = crate::Entry { file: $file, model: $model, isa: &Isa, sources: &[$(($src, $text)),*], simulate };
+            pub const ENTRY: crate::Entry = crate::Entry { file: $file, model: $model, isa: &Isa, sources: &[$(($src, $text)),*], simulate, effects };
         }
     };
 }
@@ -207,6 +219,7 @@ pub struct Target {
     isa: &'static dyn Isa,
     sources: &'static [(&'static str, &'static str)],
     simulate: SimulateFn,
+    effects: EffectsFn,
 }
 
 /// Why a target cannot take the parameter values asked for.
@@ -297,6 +310,11 @@ impl Target {
         (self.simulate)(m, p, inputs, cfg)
     }
 
+    /// What an instruction instance reads, writes, signals and waits for.
+    pub fn effects(&self, m: &Machine, inst: &isa_specs::target::MInst, fx: &mut sim::Effects) {
+        (self.effects)(m, inst, fx);
+    }
+
     /// The machine with parameters overridden (`--set`): the description is
     /// re-checked with the new values, and refused if they would change what
     /// the generated code fixed at build time. No rebuild is needed otherwise.
@@ -339,6 +357,7 @@ pub fn all() -> &'static [Target] {
                 isa: e.isa,
                 sources: e.sources,
                 simulate: e.simulate,
+                effects: e.effects,
             })
             .collect()
     })
