@@ -7,5 +7,6 @@
 
 pub mod interp;
 pub mod ir;
+pub mod memplan;
 pub mod onnx;
 pub mod sched;

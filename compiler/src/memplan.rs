@@ -1,0 +1,209 @@
+//! On-chip buffer planning by liveness, and its independent checker.
+//!
+//! Buffers that are never live at the same time may share addresses. The
+//! planner places buffers largest first, each at the lowest aligned offset that
+//! overlaps no already placed buffer whose lifetime overlaps its own (a
+//! best-fit offset assignment). [`check`] verifies a plan independently: every
+//! offset aligned, no two simultaneously live buffers overlapping, everything
+//! within capacity.
+
+/// A buffer to place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Buffer {
+    /// Bytes.
+    pub size: u64,
+    /// Required alignment of its offset (a power of two or any positive number).
+    pub align: u64,
+    /// First and last step (inclusive) at which it holds live data.
+    pub live: (usize, usize),
+}
+
+/// Where each buffer goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Byte offset of each buffer, in input order.
+    pub offsets: Vec<u64>,
+    /// Bytes the plan uses (the highest end).
+    pub peak: u64,
+}
+
+/// The buffers do not fit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DoesNotFit {
+    /// Bytes the best plan found needs.
+    pub needed: u64,
+    /// Bytes available.
+    pub capacity: u64,
+}
+
+impl std::fmt::Display for DoesNotFit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the buffers need {} bytes at their peak, but only {} are available",
+            self.needed, self.capacity
+        )
+    }
+}
+
+impl std::error::Error for DoesNotFit {}
+
+fn lives_overlap(a: (usize, usize), b: (usize, usize)) -> bool {
+    a.0 <= b.1 && b.0 <= a.1
+}
+
+fn align_up(x: u64, a: u64) -> u64 {
+    let a = a.max(1);
+    x.div_ceil(a) * a
+}
+
+/// Places the buffers within `capacity` bytes.
+pub fn plan(buffers: &[Buffer], capacity: u64) -> Result<Plan, DoesNotFit> {
+    let mut order: Vec<usize> = (0..buffers.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(buffers[i].size), buffers[i].live.0, i));
+    let mut offsets = vec![0u64; buffers.len()];
+    let mut placed: Vec<usize> = Vec::new();
+    for i in order {
+        let b = &buffers[i];
+        // Address ranges of placed buffers alive at the same time, by start.
+        let mut busy: Vec<(u64, u64)> = placed
+            .iter()
+            .filter(|&&j| lives_overlap(buffers[j].live, b.live))
+            .map(|&j| (offsets[j], offsets[j] + buffers[j].size))
+            .collect();
+        busy.sort_unstable();
+        let mut at = 0u64;
+        for (start, end) in busy {
+            if align_up(at, b.align) + b.size <= start {
+                break;
+            }
+            at = at.max(end);
+        }
+        offsets[i] = align_up(at, b.align);
+        placed.push(i);
+    }
+    let peak = buffers
+        .iter()
+        .zip(&offsets)
+        .map(|(b, o)| o + b.size)
+        .max()
+        .unwrap_or(0);
+    if peak > capacity {
+        return Err(DoesNotFit {
+            needed: peak,
+            capacity,
+        });
+    }
+    Ok(Plan { offsets, peak })
+}
+
+/// Every problem with a plan (empty: it is valid).
+pub fn check(buffers: &[Buffer], plan: &Plan, capacity: u64) -> Result<(), Vec<String>> {
+    let mut errors = Vec::new();
+    if plan.offsets.len() != buffers.len() {
+        errors.push(format!(
+            "{} offsets for {} buffers",
+            plan.offsets.len(),
+            buffers.len()
+        ));
+        return Err(errors);
+    }
+    for (i, (b, o)) in buffers.iter().zip(&plan.offsets).enumerate() {
+        if o % b.align.max(1) != 0 {
+            errors.push(format!("buffer {i} at {o} is not aligned to {}", b.align));
+        }
+        if o + b.size > capacity {
+            errors.push(format!(
+                "buffer {i} ends at {}, beyond the {capacity} bytes available",
+                o + b.size
+            ));
+        }
+        for (j, (c, p)) in buffers.iter().zip(&plan.offsets).enumerate().skip(i + 1) {
+            if lives_overlap(b.live, c.live)
+                && *o < p + c.size
+                && *p < o + b.size
+                && b.size > 0
+                && c.size > 0
+            {
+                errors.push(format!(
+                    "buffers {i} [{o}, {}) and {j} [{p}, {}) are live together and overlap",
+                    o + b.size,
+                    p + c.size
+                ));
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn buf(size: u64, live: (usize, usize)) -> Buffer {
+        Buffer {
+            size,
+            align: 64,
+            live,
+        }
+    }
+
+    #[test]
+    fn buffers_with_disjoint_lifetimes_share_memory() {
+        let bufs = [buf(1024, (0, 1)), buf(1024, (2, 3)), buf(512, (1, 2))];
+        let p = plan(&bufs, 4096).expect("fits");
+        assert_eq!(
+            p.offsets[0], p.offsets[1],
+            "0 and 1 are never live together"
+        );
+        assert_eq!(p.peak, 1536);
+        check(&bufs, &p, 4096).expect("valid");
+    }
+
+    #[test]
+    fn too_little_memory_is_an_error_with_the_need() {
+        let bufs = [buf(1024, (0, 1)), buf(1024, (1, 2))];
+        assert_eq!(
+            plan(&bufs, 1500),
+            Err(DoesNotFit {
+                needed: 2048,
+                capacity: 1500
+            })
+        );
+    }
+
+    #[test]
+    fn the_checker_finds_overlaps_misalignment_and_overflow() {
+        let bufs = [buf(100, (0, 5)), buf(100, (3, 4))];
+        let bad = Plan {
+            offsets: vec![0, 50],
+            peak: 150,
+        };
+        let errors = check(&bufs, &bad, 120).expect_err("invalid");
+        assert!(errors.iter().any(|e| e.contains("overlap")), "{errors:?}");
+        assert!(
+            errors.iter().any(|e| e.contains("not aligned")),
+            "{errors:?}"
+        );
+        assert!(errors.iter().any(|e| e.contains("beyond")), "{errors:?}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Every plan the planner returns passes the checker, and uses no less than the largest live set needs.
+        #[test]
+        fn plans_are_valid(raw in prop::collection::vec((1u64..5000, 0usize..20, 0usize..8, 0u32..4), 0..40)) {
+            let bufs: Vec<Buffer> = raw.iter().map(|(s, a, l, k)| Buffer { size: *s, align: 1 << k, live: (*a, a + l) }).collect();
+            let p = plan(&bufs, u64::MAX / 4).expect("unbounded capacity");
+            prop_assert!(check(&bufs, &p, u64::MAX / 4).is_ok());
+            let lower = (0..30).map(|t| bufs.iter().filter(|b| b.live.0 <= t && t <= b.live.1).map(|b| b.size).sum::<u64>()).max().unwrap_or(0);
+            prop_assert!(p.peak >= lower);
+        }
+    }
+}
