@@ -9,4 +9,5 @@ pub mod interp;
 pub mod ir;
 pub mod memplan;
 pub mod onnx;
+pub mod regalloc;
 pub mod sched;

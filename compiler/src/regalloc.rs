@@ -1,0 +1,311 @@
+//! Register allocation by linear scan, and its independent checker.
+//!
+//! Instructions are written with virtual registers ([`VOperand::Virtual`]);
+//! the allocator maps each virtual register of a register file to a physical
+//! one of that file, reusing a physical register once its virtual register is
+//! dead. Which operands an instruction reads and writes comes from its
+//! semantics in the machine model (an operand assigned with `=` is written; one
+//! read, or assigned with `+=`, `max=`, `min=`, is read). A source whose value
+//! dies at an instruction gives its register to that instruction's result when
+//! the instruction is element-wise in it ([`in_place`]), as `vadd v0, v0, v1`
+//! is; otherwise sources and results get distinct registers. Running out of
+//! registers is an error naming the file (spilling is the memory planner's
+//! job, one level up).
+//!
+//! [`check`] replays the allocated code, tracking which virtual register each
+//! physical register holds, and reports any read of a register that holds
+//! another value.
+
+use isa_specs::Machine;
+use isa_specs::model::{AssignOp, InstId, OperandKind, RegFileId, SemExpr, Stmt};
+use isa_specs::target::{MInst, OpValue};
+
+/// An operand before allocation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum VOperand {
+    /// A virtual register of a register file (numbered per file).
+    Virtual(RegFileId, u32),
+    /// A value already final (address, immediate, semaphore, or a physical register).
+    Fixed(OpValue),
+}
+
+/// An instruction before allocation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VInst {
+    /// The instruction.
+    pub inst: InstId,
+    /// Operands, in declaration order.
+    pub operands: Vec<VOperand>,
+}
+
+/// The allocation failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutOfRegisters {
+    /// The register file.
+    pub file: String,
+    /// Registers live at once at the worst point.
+    pub needed: usize,
+    /// Registers the file has.
+    pub available: usize,
+    /// Index of the instruction where it ran out.
+    pub at: usize,
+}
+
+impl std::fmt::Display for OutOfRegisters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "instruction {} needs more than the {} registers of `{}` ({} live)",
+            self.at, self.available, self.file, self.needed
+        )
+    }
+}
+
+impl std::error::Error for OutOfRegisters {}
+
+/// Which operands an instruction reads and writes: `(reads, writes)` by operand index.
+pub fn roles(m: &Machine, inst: InstId) -> (Vec<bool>, Vec<bool>) {
+    let def = &m.instructions[inst.index()];
+    let n = def.operands.len();
+    let (mut reads, mut writes) = (vec![false; n], vec![false; n]);
+    fn read(e: &SemExpr, reads: &mut [bool]) {
+        match e {
+            SemExpr::Access(a) => reads[a.operand.index()] = true,
+            SemExpr::Const(_) | SemExpr::Index(_) => {}
+            SemExpr::Neg(a) | SemExpr::Cast(_, a) | SemExpr::Reduce(_, _, a) => read(a, reads),
+            SemExpr::Binary(_, a, b) => {
+                read(a, reads);
+                read(b, reads);
+            }
+            SemExpr::Call(_, args) => args.iter().for_each(|a| read(a, reads)),
+        }
+    }
+    for s in &def.semantics.stmts {
+        if let Stmt::Assign { target, op, value } = s {
+            writes[target.operand.index()] = true;
+            if *op != AssignOp::Set {
+                reads[target.operand.index()] = true;
+            }
+            read(value, &mut reads);
+        }
+    }
+    (reads, writes)
+}
+
+/// Whether operand `dst` may share a register with operand `src`: the
+/// semantics is a single `=` to `dst` whose every read of `src` is at the same
+/// element it writes, so each element is read before it is overwritten.
+pub fn in_place(m: &Machine, inst: InstId, src: usize, dst: usize) -> bool {
+    fn reads_elsewhere(e: &SemExpr, src: usize, at: &[isa_specs::model::Affine]) -> bool {
+        match e {
+            SemExpr::Access(a) => a.operand.index() == src && a.indices != at,
+            SemExpr::Const(_) | SemExpr::Index(_) => false,
+            // A reduction reads many elements of its argument for each one it writes.
+            SemExpr::Reduce(_, _, a) => reads_elsewhere(a, src, at) || mentions(a, src),
+            SemExpr::Neg(a) | SemExpr::Cast(_, a) => reads_elsewhere(a, src, at),
+            SemExpr::Binary(_, a, b) => reads_elsewhere(a, src, at) || reads_elsewhere(b, src, at),
+            SemExpr::Call(_, args) => args.iter().any(|a| reads_elsewhere(a, src, at)),
+        }
+    }
+    fn mentions(e: &SemExpr, src: usize) -> bool {
+        match e {
+            SemExpr::Access(a) => a.operand.index() == src,
+            SemExpr::Const(_) | SemExpr::Index(_) => false,
+            SemExpr::Neg(a) | SemExpr::Cast(_, a) | SemExpr::Reduce(_, _, a) => mentions(a, src),
+            SemExpr::Binary(_, a, b) => mentions(a, src) || mentions(b, src),
+            SemExpr::Call(_, args) => args.iter().any(|a| mentions(a, src)),
+        }
+    }
+    let def = &m.instructions[inst.index()];
+    let mut assigns = def
+        .semantics
+        .stmts
+        .iter()
+        .filter(|s| matches!(s, Stmt::Assign { .. }));
+    let (Some(Stmt::Assign { target, op, value }), None) = (assigns.next(), assigns.next()) else {
+        return false;
+    };
+    *op == AssignOp::Set
+        && target.operand.index() == dst
+        && !reads_elsewhere(value, src, &target.indices)
+}
+
+/// Last instruction index at which each virtual register is used.
+fn last_uses(code: &[VInst]) -> std::collections::HashMap<(RegFileId, u32), usize> {
+    let mut last = std::collections::HashMap::new();
+    for (i, vi) in code.iter().enumerate() {
+        for op in &vi.operands {
+            if let VOperand::Virtual(f, v) = op {
+                last.insert((*f, *v), i);
+            }
+        }
+    }
+    last
+}
+
+/// Allocates physical registers.
+pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegisters> {
+    let last = last_uses(code);
+    // Per file: which virtual register each physical register holds.
+    let mut holds: Vec<Vec<Option<u32>>> = m
+        .regfiles
+        .iter()
+        .map(|r| vec![None; r.count.value.max(0) as usize])
+        .collect();
+    let mut assigned: std::collections::HashMap<(RegFileId, u32), u32> =
+        std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(code.len());
+    for (i, vi) in code.iter().enumerate() {
+        let (reads, writes) = roles(m, vi.inst);
+        // Sources whose value dies here: their registers may take a result.
+        let mut donors: Vec<(usize, RegFileId, u32)> = vi
+            .operands
+            .iter()
+            .enumerate()
+            .filter_map(|(k, op)| match *op {
+                VOperand::Virtual(f, v)
+                    if reads[k] && !writes[k] && last.get(&(f, v)) == Some(&i) =>
+                {
+                    assigned.get(&(f, v)).map(|p| (k, f, *p))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut operands = Vec::with_capacity(vi.operands.len());
+        for (k, op) in vi.operands.iter().enumerate() {
+            let v = match *op {
+                VOperand::Fixed(v) => v,
+                VOperand::Virtual(f, v) => {
+                    let phys = if let Some(p) = assigned.get(&(f, v)) {
+                        *p
+                    } else {
+                        let donor = (writes[k] && !reads[k])
+                            .then(|| {
+                                donors.iter().position(|&(src, df, _)| {
+                                    df == f && in_place(m, vi.inst, src, k)
+                                })
+                            })
+                            .flatten();
+                        let file = &mut holds[f.index()];
+                        let p = if let Some(d) = donor {
+                            donors.remove(d).2 as usize
+                        } else if let Some(p) = file.iter().position(Option::is_none) {
+                            p
+                        } else {
+                            let live = file.iter().filter(|x| x.is_some()).count() + 1;
+                            return Err(OutOfRegisters {
+                                file: m.regfiles[f.index()].name.clone(),
+                                needed: live,
+                                available: file.len(),
+                                at: i,
+                            });
+                        };
+                        file[p] = Some(v);
+                        let p = u32::try_from(p).unwrap_or(u32::MAX);
+                        assigned.insert((f, v), p);
+                        p
+                    };
+                    OpValue::Reg(phys)
+                }
+            };
+            operands.push(v);
+        }
+        // Registers whose virtual register is not used again become free after
+        // this instruction (unless a result has taken them over).
+        for op in &vi.operands {
+            if let VOperand::Virtual(f, v) = op
+                && last.get(&(*f, *v)) == Some(&i)
+                && let Some(p) = assigned.get(&(*f, *v))
+                && holds[f.index()][*p as usize] == Some(*v)
+            {
+                holds[f.index()][*p as usize] = None;
+            }
+        }
+        out.push(MInst {
+            inst: vi.inst,
+            operands,
+        });
+    }
+    Ok(out)
+}
+
+/// Replays allocated code: every register an instruction reads must hold the
+/// virtual register the unallocated code read there. Returns every violation.
+pub fn check(m: &Machine, code: &[VInst], allocated: &[MInst]) -> Result<(), Vec<String>> {
+    let mut errors = Vec::new();
+    if code.len() != allocated.len() {
+        return Err(vec![format!(
+            "{} instructions allocated for {}",
+            allocated.len(),
+            code.len()
+        )]);
+    }
+    let mut holds: std::collections::HashMap<(RegFileId, u32), (RegFileId, u32)> =
+        std::collections::HashMap::new();
+    for (i, (vi, ai)) in code.iter().zip(allocated).enumerate() {
+        let def = &m.instructions[vi.inst.index()];
+        if vi.inst != ai.inst || vi.operands.len() != ai.operands.len() {
+            errors.push(format!("instruction {i}: not the same instruction"));
+            continue;
+        }
+        let (reads, writes) = roles(m, vi.inst);
+        for (k, (vo, ao)) in vi.operands.iter().zip(&ai.operands).enumerate() {
+            match (vo, ao) {
+                (VOperand::Fixed(a), b) if a != b => {
+                    errors.push(format!("instruction {i}: operand {k} changed"));
+                }
+                (VOperand::Virtual(f, v), OpValue::Reg(p)) => {
+                    if !matches!(def.operands[k].kind, OperandKind::Reg { file, .. } if file == *f)
+                    {
+                        errors.push(format!(
+                            "instruction {i}: operand {k} is not a register of that file"
+                        ));
+                    }
+                    if i64::from(*p) >= m.regfiles[f.index()].count.value {
+                        errors.push(format!("instruction {i}: register {p} does not exist"));
+                    }
+                    if reads[k] && holds.get(&(*f, *p)) != Some(&(*f, *v)) {
+                        errors.push(format!("instruction {i}: reads virtual register {v} from {}{p}, which holds {:?}", m.regfiles[f.index()].name, holds.get(&(*f, *p))));
+                    }
+                }
+                (VOperand::Virtual(..), _) => errors.push(format!(
+                    "instruction {i}: operand {k} was not given a register"
+                )),
+                _ => {}
+            }
+        }
+        // A result may share a register with a source only where the instruction is element-wise.
+        let regs: Vec<Option<(RegFileId, u32)>> = vi
+            .operands
+            .iter()
+            .zip(&ai.operands)
+            .map(|(vo, ao)| match (vo, ao) {
+                (VOperand::Virtual(f, _), OpValue::Reg(p)) => Some((*f, *p)),
+                _ => None,
+            })
+            .collect();
+        for (j, k) in (0..regs.len()).flat_map(|j| (0..regs.len()).map(move |k| (j, k))) {
+            if j != k
+                && writes[j]
+                && reads[k]
+                && regs[j].is_some()
+                && regs[j] == regs[k]
+                && !in_place(m, vi.inst, k, j)
+            {
+                errors.push(format!("instruction {i}: operand {j} overwrites the register of operand {k}, which it does not read element-wise"));
+            }
+        }
+        for (k, (vo, ao)) in vi.operands.iter().zip(&ai.operands).enumerate() {
+            if let (VOperand::Virtual(f, v), OpValue::Reg(p)) = (vo, ao)
+                && writes[k]
+            {
+                holds.insert((*f, *p), (*f, *v));
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
