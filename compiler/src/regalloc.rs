@@ -10,14 +10,15 @@
 //! the instruction is element-wise in it ([`in_place`]), as `vadd v0, v0, v1`
 //! is; otherwise sources and results get distinct registers. Running out of
 //! registers is an error naming the file (spilling is the memory planner's
-//! job, one level up).
+//! job, one level up). Values live into the code are not virtual: they are
+//! given as fixed physical registers.
 //!
 //! [`check`] replays the allocated code, tracking which virtual register each
 //! physical register holds, and reports any read of a register that holds
 //! another value.
 
 use isa_specs::Machine;
-use isa_specs::model::{AssignOp, InstId, OperandKind, RegFileId, SemExpr, Stmt};
+use isa_specs::model::{Access, AssignOp, InstId, OperandKind, RegFileId, SemExpr, Stmt};
 use isa_specs::target::{MInst, OpValue};
 
 /// An operand before allocation.
@@ -63,30 +64,37 @@ impl std::fmt::Display for OutOfRegisters {
 
 impl std::error::Error for OutOfRegisters {}
 
+/// Every operand access in `e`, with whether it is under a reduction (read at
+/// many elements for each one written).
+fn accesses<'a>(e: &'a SemExpr, reduced: bool, out: &mut Vec<(&'a Access, bool)>) {
+    match e {
+        SemExpr::Access(a) => out.push((a, reduced)),
+        SemExpr::Const(_) | SemExpr::Index(_) => {}
+        SemExpr::Reduce(_, _, a) => accesses(a, true, out),
+        SemExpr::Neg(a) | SemExpr::Cast(_, a) => accesses(a, reduced, out),
+        SemExpr::Binary(_, a, b) => {
+            accesses(a, reduced, out);
+            accesses(b, reduced, out);
+        }
+        SemExpr::Call(_, args) => args.iter().for_each(|a| accesses(a, reduced, out)),
+    }
+}
+
 /// Which operands an instruction reads and writes: `(reads, writes)` by operand index.
 pub fn roles(m: &Machine, inst: InstId) -> (Vec<bool>, Vec<bool>) {
     let def = &m.instructions[inst.index()];
     let n = def.operands.len();
     let (mut reads, mut writes) = (vec![false; n], vec![false; n]);
-    fn read(e: &SemExpr, reads: &mut [bool]) {
-        match e {
-            SemExpr::Access(a) => reads[a.operand.index()] = true,
-            SemExpr::Const(_) | SemExpr::Index(_) => {}
-            SemExpr::Neg(a) | SemExpr::Cast(_, a) | SemExpr::Reduce(_, _, a) => read(a, reads),
-            SemExpr::Binary(_, a, b) => {
-                read(a, reads);
-                read(b, reads);
-            }
-            SemExpr::Call(_, args) => args.iter().for_each(|a| read(a, reads)),
-        }
-    }
     for s in &def.semantics.stmts {
         if let Stmt::Assign { target, op, value } = s {
             writes[target.operand.index()] = true;
             if *op != AssignOp::Set {
                 reads[target.operand.index()] = true;
             }
-            read(value, &mut reads);
+            let mut read = Vec::new();
+            accesses(value, false, &mut read);
+            read.iter()
+                .for_each(|(a, _)| reads[a.operand.index()] = true);
         }
     }
     (reads, writes)
@@ -96,26 +104,6 @@ pub fn roles(m: &Machine, inst: InstId) -> (Vec<bool>, Vec<bool>) {
 /// semantics is a single `=` to `dst` whose every read of `src` is at the same
 /// element it writes, so each element is read before it is overwritten.
 pub fn in_place(m: &Machine, inst: InstId, src: usize, dst: usize) -> bool {
-    fn reads_elsewhere(e: &SemExpr, src: usize, at: &[isa_specs::model::Affine]) -> bool {
-        match e {
-            SemExpr::Access(a) => a.operand.index() == src && a.indices != at,
-            SemExpr::Const(_) | SemExpr::Index(_) => false,
-            // A reduction reads many elements of its argument for each one it writes.
-            SemExpr::Reduce(_, _, a) => reads_elsewhere(a, src, at) || mentions(a, src),
-            SemExpr::Neg(a) | SemExpr::Cast(_, a) => reads_elsewhere(a, src, at),
-            SemExpr::Binary(_, a, b) => reads_elsewhere(a, src, at) || reads_elsewhere(b, src, at),
-            SemExpr::Call(_, args) => args.iter().any(|a| reads_elsewhere(a, src, at)),
-        }
-    }
-    fn mentions(e: &SemExpr, src: usize) -> bool {
-        match e {
-            SemExpr::Access(a) => a.operand.index() == src,
-            SemExpr::Const(_) | SemExpr::Index(_) => false,
-            SemExpr::Neg(a) | SemExpr::Cast(_, a) | SemExpr::Reduce(_, _, a) => mentions(a, src),
-            SemExpr::Binary(_, a, b) => mentions(a, src) || mentions(b, src),
-            SemExpr::Call(_, args) => args.iter().any(|a| mentions(a, src)),
-        }
-    }
     let def = &m.instructions[inst.index()];
     let mut assigns = def
         .semantics
@@ -125,9 +113,13 @@ pub fn in_place(m: &Machine, inst: InstId, src: usize, dst: usize) -> bool {
     let (Some(Stmt::Assign { target, op, value }), None) = (assigns.next(), assigns.next()) else {
         return false;
     };
+    let mut read = Vec::new();
+    accesses(value, false, &mut read);
     *op == AssignOp::Set
         && target.operand.index() == dst
-        && !reads_elsewhere(value, src, &target.indices)
+        && read.iter().all(|(a, reduced)| {
+            a.operand.index() != src || (!reduced && a.indices == target.indices)
+        })
 }
 
 /// Last instruction index at which each virtual register is used.
