@@ -11,7 +11,7 @@
 //! is; otherwise sources and results get distinct registers. Running out of
 //! registers is an error naming the file (spilling is the memory planner's
 //! job, one level up). Values live into the code are not virtual: they are
-//! given as fixed physical registers.
+//! given as fixed physical registers, which the allocator then leaves alone.
 //!
 //! [`check`] replays the allocated code, tracking which virtual register each
 //! physical register holds, and reports any read of a register that holds
@@ -135,7 +135,11 @@ fn last_uses(code: &[VInst]) -> std::collections::HashMap<(RegFileId, u32), usiz
     last
 }
 
-/// Allocates physical registers.
+/// Marks a physical register named directly by the code.
+const RESERVED: u32 = u32::MAX;
+
+/// Allocates physical registers. Physical registers the code names directly
+/// (fixed operands) are never given to a virtual register.
 pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegisters> {
     let last = last_uses(code);
     // Per file: which virtual register each physical register holds.
@@ -144,6 +148,17 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
         .iter()
         .map(|r| vec![None; r.count.value.max(0) as usize])
         .collect();
+    // Registers the code names directly are reserved throughout.
+    for vi in code {
+        let def = &m.instructions[vi.inst.index()];
+        for (o, op) in def.operands.iter().zip(&vi.operands) {
+            if let (OperandKind::Reg { file, .. }, VOperand::Fixed(OpValue::Reg(p))) = (&o.kind, op)
+                && let Some(slot) = holds[file.index()].get_mut(*p as usize)
+            {
+                *slot = Some(RESERVED);
+            }
+        }
+    }
     let mut assigned: std::collections::HashMap<(RegFileId, u32), u32> =
         std::collections::HashMap::new();
     let mut out = Vec::with_capacity(code.len());
@@ -232,7 +247,8 @@ pub fn check(m: &Machine, code: &[VInst], allocated: &[MInst]) -> Result<(), Vec
             code.len()
         )]);
     }
-    let mut holds: std::collections::HashMap<(RegFileId, u32), (RegFileId, u32)> =
+    // Physical register -> the virtual register it holds (`None`: a fixed value).
+    let mut holds: std::collections::HashMap<(RegFileId, u32), Option<u32>> =
         std::collections::HashMap::new();
     for (i, (vi, ai)) in code.iter().zip(allocated).enumerate() {
         let def = &m.instructions[vi.inst.index()];
@@ -256,8 +272,15 @@ pub fn check(m: &Machine, code: &[VInst], allocated: &[MInst]) -> Result<(), Vec
                     if i64::from(*p) >= m.regfiles[f.index()].count.value {
                         errors.push(format!("instruction {i}: register {p} does not exist"));
                     }
-                    if reads[k] && holds.get(&(*f, *p)) != Some(&(*f, *v)) {
+                    if reads[k] && holds.get(&(*f, *p)) != Some(&Some(*v)) {
                         errors.push(format!("instruction {i}: reads virtual register {v} from {}{p}, which holds {:?}", m.regfiles[f.index()].name, holds.get(&(*f, *p))));
+                    }
+                }
+                (VOperand::Fixed(_), OpValue::Reg(p)) if reads[k] => {
+                    if let OperandKind::Reg { file, .. } = def.operands[k].kind
+                        && let Some(Some(v)) = holds.get(&(file, *p))
+                    {
+                        errors.push(format!("instruction {i}: fixed register {}{p} was overwritten by virtual register {v}", m.regfiles[file.index()].name));
                     }
                 }
                 (VOperand::Virtual(..), _) => errors.push(format!(
@@ -271,8 +294,12 @@ pub fn check(m: &Machine, code: &[VInst], allocated: &[MInst]) -> Result<(), Vec
             .operands
             .iter()
             .zip(&ai.operands)
-            .map(|(vo, ao)| match (vo, ao) {
-                (VOperand::Virtual(f, _), OpValue::Reg(p)) => Some((*f, *p)),
+            .enumerate()
+            .map(|(k, (vo, ao))| match (vo, ao, &def.operands[k].kind) {
+                (VOperand::Virtual(f, _), OpValue::Reg(p), _) => Some((*f, *p)),
+                (VOperand::Fixed(_), OpValue::Reg(p), OperandKind::Reg { file, .. }) => {
+                    Some((*file, *p))
+                }
                 _ => None,
             })
             .collect();
@@ -287,11 +314,18 @@ pub fn check(m: &Machine, code: &[VInst], allocated: &[MInst]) -> Result<(), Vec
                 errors.push(format!("instruction {i}: operand {j} overwrites the register of operand {k}, which it does not read element-wise"));
             }
         }
-        for (k, (vo, ao)) in vi.operands.iter().zip(&ai.operands).enumerate() {
-            if let (VOperand::Virtual(f, v), OpValue::Reg(p)) = (vo, ao)
+        for (k, (vo, reg)) in vi.operands.iter().zip(&regs).enumerate() {
+            if let Some(r) = reg
                 && writes[k]
             {
-                holds.insert((*f, *p), (*f, *v));
+                holds.insert(
+                    *r,
+                    if let VOperand::Virtual(_, v) = vo {
+                        Some(*v)
+                    } else {
+                        None
+                    },
+                );
             }
         }
     }
