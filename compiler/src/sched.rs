@@ -173,10 +173,11 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
 /// Longest latency-weighted path from each instruction to the end (edges only point forward in program order).
 fn priorities(infos: &[Info], edges: &[Edge]) -> Vec<u64> {
     let mut prio: Vec<u64> = infos.iter().map(|i| i.latency).collect();
-    for i in (0..infos.len()).rev() {
-        for e in edges.iter().filter(|e| e.from == i) {
-            prio[i] = prio[i].max(e.delay + prio[e.to]);
-        }
+    // Edges come out of `edges` ordered by `to`; visit them by decreasing `from`.
+    let mut by_from: Vec<&Edge> = edges.iter().collect();
+    by_from.sort_by_key(|e| std::cmp::Reverse(e.from));
+    for e in by_from {
+        prio[e.from] = prio[e.from].max(e.delay + prio[e.to]);
     }
     prio
 }
@@ -194,16 +195,21 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
         .collect();
     let mut bundles: Vec<Bundle> = Vec::new();
     let mut has_wait: Vec<bool> = Vec::new();
+    let mut preds: Vec<Vec<&Edge>> = vec![Vec::new(); insts.len()];
+    for e in &edges {
+        preds[e.to].push(e);
+    }
+    let mut waiting: Vec<usize> = (0..insts.len()).collect();
     let mut cycle = 0u64;
-    while issue.iter().any(Option::is_none) {
+    while !waiting.is_empty() {
         let mut used_slots: Vec<SlotId> = Vec::new();
         let mut bundle = Bundle::default();
-        let mut ready: Vec<usize> = (0..insts.len())
-            .filter(|&i| issue[i].is_none())
+        let mut ready: Vec<usize> = waiting
+            .iter()
+            .copied()
             .filter(|&i| {
-                edges
+                preds[i]
                     .iter()
-                    .filter(|e| e.to == i)
                     .all(|e| issue[e.from].is_some_and(|s| s + e.delay <= cycle))
             })
             .collect();
@@ -227,8 +233,12 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
             bundle.ops.push((slot, insts[i].clone()));
         }
         bundle.ops.sort_by_key(|(s, _)| *s);
-        has_wait
-            .push((0..insts.len()).any(|i| issue[i] == Some(cycle) && !infos[i].waits.is_empty()));
+        has_wait.push(
+            waiting
+                .iter()
+                .any(|&i| issue[i] == Some(cycle) && !infos[i].waits.is_empty()),
+        );
+        waiting.retain(|&i| issue[i].is_none());
         bundles.push(bundle);
         cycle += 1;
     }
