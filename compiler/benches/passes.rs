@@ -58,13 +58,13 @@ fn bench(c: &mut Criterion) {
         eprintln!("{n} instructions -> {} bundles", bundles.len());
         g.throughput(Throughput::Elements(n as u64));
         g.bench_with_input(BenchmarkId::new("regalloc", n), &code, |b, code| {
-            b.iter(|| regalloc::allocate(m, code))
+            b.iter(|| regalloc::allocate(m, code));
         });
         g.bench_with_input(BenchmarkId::new("regalloc_check", n), &code, |b, code| {
-            b.iter(|| regalloc::check(m, code, &allocated).is_ok())
+            b.iter(|| regalloc::check(m, code, &allocated).is_ok());
         });
         g.bench_with_input(BenchmarkId::new("schedule", n), &allocated, |b, insts| {
-            b.iter(|| compiler::sched::schedule(t, m, insts).len())
+            b.iter(|| compiler::sched::schedule(t, m, insts).len());
         });
         g.bench_with_input(
             BenchmarkId::new("schedule_check", n),
