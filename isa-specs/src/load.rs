@@ -193,18 +193,22 @@ impl State {
             }
             return;
         }
+        let too_large = |this: &mut Self, what: String| {
+            let msg = format!("`{display}` {what} a description may have");
+            this.report(
+                included_at,
+                Code::TooLarge,
+                msg,
+                "too large",
+                "split the description with `include`",
+            );
+        };
         let size = std::fs::metadata(path).map(|m| m.len());
         let bytes = match size {
             Ok(n) if n > MAX_FILE_BYTES => {
-                let msg = format!(
-                    "`{display}` is {n} bytes, more than the {MAX_FILE_BYTES} a description may have"
-                );
-                self.report(
-                    included_at,
-                    Code::TooLarge,
-                    msg,
-                    "too large",
-                    "split the description with `include`",
+                too_large(
+                    self,
+                    format!("is {n} bytes, more than the {MAX_FILE_BYTES}"),
                 );
                 return;
             }
@@ -214,16 +218,7 @@ impl State {
         };
         let bytes = match bytes {
             Ok(b) if b.len() as u64 > MAX_FILE_BYTES => {
-                let msg = format!(
-                    "`{display}` is more than the {MAX_FILE_BYTES} bytes a description may have"
-                );
-                self.report(
-                    included_at,
-                    Code::TooLarge,
-                    msg,
-                    "too large",
-                    "split the description with `include`",
-                );
+                too_large(self, format!("is more than the {MAX_FILE_BYTES} bytes"));
                 return;
             }
             other => other,

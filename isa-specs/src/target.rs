@@ -386,74 +386,36 @@ pub mod field {
         }
     }
 
-    /// A register index.
-    pub fn reg(
-        m: &Machine,
-        inst: &Instruction,
-        index: usize,
-        raw: u64,
-        width: u32,
-    ) -> Result<u32, DecodeError> {
-        match field_to_operand(m, inst, index, raw, width)? {
-            OpValue::Reg(r) => Ok(r),
-            _ => Err(mismatch(inst, index)),
-        }
+    /// Typed accessors: the operand of one kind, or a mismatch error.
+    macro_rules! accessor {
+        ($($(#[$doc:meta])* $name:ident -> $t:ty = $variant:ident;)*) => {$(
+            $(#[$doc])*
+            pub fn $name(
+                m: &Machine,
+                inst: &Instruction,
+                index: usize,
+                raw: u64,
+                width: u32,
+            ) -> Result<$t, DecodeError> {
+                match field_to_operand(m, inst, index, raw, width)? {
+                    OpValue::$variant(v) => Ok(v),
+                    _ => Err(mismatch(inst, index)),
+                }
+            }
+        )*};
     }
 
-    /// A byte address.
-    pub fn addr(
-        m: &Machine,
-        inst: &Instruction,
-        index: usize,
-        raw: u64,
-        width: u32,
-    ) -> Result<u64, DecodeError> {
-        match field_to_operand(m, inst, index, raw, width)? {
-            OpValue::Addr(a) => Ok(a),
-            _ => Err(mismatch(inst, index)),
-        }
-    }
-
-    /// An integer immediate.
-    pub fn imm(
-        m: &Machine,
-        inst: &Instruction,
-        index: usize,
-        raw: u64,
-        width: u32,
-    ) -> Result<i64, DecodeError> {
-        match field_to_operand(m, inst, index, raw, width)? {
-            OpValue::Imm(v) => Ok(v),
-            _ => Err(mismatch(inst, index)),
-        }
-    }
-
-    /// A real immediate.
-    pub fn real(
-        m: &Machine,
-        inst: &Instruction,
-        index: usize,
-        raw: u64,
-        width: u32,
-    ) -> Result<f32, DecodeError> {
-        match field_to_operand(m, inst, index, raw, width)? {
-            OpValue::Real(x) => Ok(x),
-            _ => Err(mismatch(inst, index)),
-        }
-    }
-
-    /// A semaphore index.
-    pub fn sem(
-        m: &Machine,
-        inst: &Instruction,
-        index: usize,
-        raw: u64,
-        width: u32,
-    ) -> Result<u32, DecodeError> {
-        match field_to_operand(m, inst, index, raw, width)? {
-            OpValue::Sem(s) => Ok(s),
-            _ => Err(mismatch(inst, index)),
-        }
+    accessor! {
+        /// A register index.
+        reg -> u32 = Reg;
+        /// A byte address.
+        addr -> u64 = Addr;
+        /// An integer immediate.
+        imm -> i64 = Imm;
+        /// A real immediate.
+        real -> f32 = Real;
+        /// A semaphore index.
+        sem -> u32 = Sem;
     }
 }
 
