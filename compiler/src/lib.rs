@@ -7,7 +7,9 @@
 
 pub mod interp;
 pub mod ir;
+pub mod lower;
 pub mod memplan;
 pub mod onnx;
 pub mod regalloc;
+pub mod run;
 pub mod sched;

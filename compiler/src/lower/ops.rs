@@ -1,0 +1,555 @@
+//! Tile-level lowering of the compute operations: element-wise chains and
+//! contractions (matrix products), each found among the machine's
+//! instructions by its semantics.
+
+use super::emit::{Emitter, MemTile, Ref, RegTile, Val};
+use super::machine::{Loc, Place, operand_loc};
+use isa_specs::model::{
+    Affine, AssignOp, BinOp, DType, Func, IndexId, InstId, OperandKind, ReduceOp, SemExpr,
+};
+use isa_specs::select::{TileAccess, TileExpr, TileOp, TilePlace, TileTensor};
+
+/// An element-wise operation of a chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ew {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b`
+    Div,
+    /// `max(a, b)`
+    Max,
+    /// `max(a, 0)`
+    Relu,
+    /// `1 / a`
+    Recip,
+}
+
+impl Ew {
+    /// Whether it takes a second operand.
+    pub fn binary(self) -> bool {
+        !matches!(self, Ew::Relu | Ew::Recip)
+    }
+
+    /// The semantics it stands for, as written in a description.
+    pub fn text(self) -> &'static str {
+        match self {
+            Ew::Add => "d = a + b",
+            Ew::Sub => "d = a - b",
+            Ew::Mul => "d = a * b",
+            Ew::Div => "d = a / b",
+            Ew::Max => "d = max(a, b)",
+            Ew::Relu => "d = max(a, 0.0)",
+            Ew::Recip => "d = recip(a)",
+        }
+    }
+}
+
+fn ix(i: usize) -> Affine {
+    Affine {
+        terms: vec![(IndexId(i as u32), 1)],
+        constant: 0,
+        offsets: Vec::new(),
+    }
+}
+
+fn access(tensor: usize, rank: usize) -> TileExpr {
+    TileExpr::Access(TileAccess {
+        tensor,
+        indices: (0..rank).map(ix).collect(),
+    })
+}
+
+/// The tile operation of `ew` over tensors `[d, a, b]`.
+fn ew_op(ew: Ew, tensors: Vec<TileTensor>, shape: &[i64]) -> TileOp {
+    let r = shape.len();
+    let (a, b) = (access(1, r), access(2, r));
+    let value = match ew {
+        Ew::Add => TileExpr::Binary(BinOp::Add, Box::new(a), Box::new(b)),
+        Ew::Sub => TileExpr::Binary(BinOp::Sub, Box::new(a), Box::new(b)),
+        Ew::Mul => TileExpr::Binary(BinOp::Mul, Box::new(a), Box::new(b)),
+        Ew::Div => TileExpr::Binary(BinOp::Div, Box::new(a), Box::new(b)),
+        Ew::Max => TileExpr::Call(Func::Max, vec![a, b]),
+        Ew::Relu => TileExpr::Call(Func::Max, vec![a, TileExpr::Const(0.0)]),
+        Ew::Recip => TileExpr::Call(Func::Recip, vec![a]),
+    };
+    TileOp {
+        tensors,
+        extents: shape.to_vec(),
+        target: TileAccess {
+            tensor: 0,
+            indices: (0..r).map(ix).collect(),
+        },
+        op: AssignOp::Set,
+        value,
+    }
+}
+
+/// An instruction form of an element-wise operation: where its `[d, a, b]` must be.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EwForm {
+    /// The instruction.
+    pub inst: InstId,
+    /// Rank of its tiles.
+    pub rank: usize,
+    /// Where `d`, `a` (and `b`) must be.
+    pub locs: Vec<Loc>,
+}
+
+/// Every instruction form of `ew` on the machine.
+pub fn ew_forms(e: &Emitter, ew: Ew) -> Vec<EwForm> {
+    let mut out = Vec::new();
+    for rank in [2, 1] {
+        let n = if ew.binary() { 3 } else { 2 };
+        let shape = vec![1; rank];
+        let tensors = (0..n)
+            .map(|_| TileTensor {
+                dtype: DType::F32,
+                shape: shape.clone(),
+                place: TilePlace::Imm(0),
+            })
+            .collect();
+        let op = ew_op(ew, tensors, &shape);
+        for (id, b) in e.isa.match_op(e.m, &op) {
+            let locs: Option<Vec<Loc>> = (0..n)
+                .map(|t| {
+                    let oi = b.operand.iter().position(|x| *x == Some(t))?;
+                    operand_loc(e.m, id, oi)
+                })
+                .collect();
+            if let Some(locs) = locs
+                && locs.iter().all(|l| l.dtype.is_float())
+            {
+                out.push(EwForm { inst: id, rank, locs });
+            }
+        }
+    }
+    out
+}
+
+/// One step of an element-wise chain: the running value `op` another tile.
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// The operation.
+    pub ew: Ew,
+    /// The second operand (same shape as the running value), if binary.
+    pub other: Option<Val>,
+    /// Whether the running value is the second operand (`other - x`).
+    pub swapped: bool,
+}
+
+/// The memory a tile lands in on its way from `from` to register file `file`.
+fn landing(e: &Emitter, from: Loc, to: Loc) -> Option<Loc> {
+    let (_, chain) = e.info.path(&[from], to)?;
+    chain
+        .iter()
+        .rev()
+        .map(|&c| e.info.copies[c].from)
+        .find(|l| matches!(l.place, Place::Mem(_)))
+        .or(Some(from).filter(|l| matches!(l.place, Place::Mem(_))))
+}
+
+/// Runs a chain of element-wise steps on `input`; the result is an on-chip memory tile.
+pub fn chain(e: &mut Emitter, input: Val, steps: &[Step]) -> Result<Val, String> {
+    let mut cur = input;
+    let mut i = 0;
+    while i < steps.len() {
+        // The longest run of steps that one register file computes.
+        let forms: Vec<Vec<EwForm>> = steps[i..].iter().map(|s| ew_forms(e, s.ew)).collect();
+        if forms[0].is_empty() {
+            return Err(format!(
+                "cannot compile: the target lacks `{}` (no instruction has these semantics)",
+                steps[i].ew.text()
+            ));
+        }
+        let mut group: Option<(Loc, usize, Vec<EwForm>)> = None;
+        for f in &forms[0] {
+            let Place::Reg(_) = f.locs[0].place else { continue };
+            if f.locs.iter().any(|l| *l != f.locs[0]) {
+                continue;
+            }
+            let mut chosen = vec![f.clone()];
+            for fs in &forms[1..] {
+                match fs.iter().find(|g| g.rank == f.rank && g.locs.iter().all(|l| *l == f.locs[0])) {
+                    Some(g) => chosen.push(g.clone()),
+                    None => break,
+                }
+            }
+            if group.as_ref().is_none_or(|(_, n, _)| chosen.len() > *n) {
+                group = Some((f.locs[0], chosen.len(), chosen));
+            }
+        }
+        match group {
+            Some((loc, n, chosen)) => {
+                cur = reg_chain(e, cur, &steps[i..i + n], &chosen, loc)?;
+                i += n;
+            }
+            None => {
+                cur = mem_step(e, cur, &steps[i], &forms[0])?;
+                i += 1;
+            }
+        }
+    }
+    Ok(cur)
+}
+
+/// Brings a tile to an on-chip memory tile at `loc` (as a whole).
+fn to_mem(e: &mut Emitter, v: Val, loc: Loc, pad: bool) -> Result<MemTile, String> {
+    match e.to_loc(v, loc, None, pad)? {
+        Val::Mem(t) => Ok(t),
+        Val::Reg(_) => Err("a tile landed in a register".to_owned()),
+    }
+}
+
+/// Steps computed in registers of one file, granule by granule.
+fn reg_chain(e: &mut Emitter, input: Val, steps: &[Step], forms: &[EwForm], loc: Loc) -> Result<Val, String> {
+    let Place::Reg(file) = loc.place else {
+        return Err("not a register file".to_owned());
+    };
+    let dims: Vec<i64> = e.m.regfiles[file.index()].shape.iter().map(|d| d.value).collect();
+    let (gr, gc) = match dims.as_slice() {
+        [c] => (1, *c),
+        [r, c] => (*r, *c),
+        _ => return Err("register granule of rank other than 1 or 2".to_owned()),
+    };
+    let land = |e: &Emitter, v: &Val| {
+        landing(e, v.loc(), loc).ok_or_else(|| {
+            format!(
+                "no instruction sequence moves {} data from {} to {}",
+                v.loc().dtype.name(),
+                e.place_name(v.loc().place),
+                e.place_name(loc.place)
+            )
+        })
+    };
+    let (rows, cols) = input.dims();
+    let pad = e.info.copies.iter().any(|c| c.to == loc && c.needs_padding());
+    let l0 = land(e, &input)?;
+    let input = to_mem(e, input, l0, pad)?;
+    let mut others = Vec::new();
+    for s in steps {
+        others.push(match &s.other {
+            Some(o) => {
+                let l = land(e, o)?;
+                Some(to_mem(e, o.clone(), l, pad)?)
+            }
+            None => None,
+        });
+    }
+    // Where results land: the first memory on the way back from the registers.
+    let store = e
+        .info
+        .copies
+        .iter()
+        .find(|c| c.from == loc && matches!(c.to.place, Place::Mem(_)) && c.sem.is_none())
+        .cloned()
+        .ok_or_else(|| format!("nothing stores {} back to memory", e.place_name(loc.place)))?;
+    let back = store.to;
+    let Place::Mem(back_mem) = back.place else { unreachable!() };
+    let out = e.buffer_padded(back_mem, back.dtype, rows, cols, !store.narrow);
+    let mut r = 0;
+    while r < rows {
+        let h = gr.min(rows - r);
+        let mut c = 0;
+        while c < cols {
+            let w = gc.min(cols - c);
+            let mut x = e.to_loc(Val::Mem(input.view(r, c, h, w)), loc, None, false)?;
+            for ((s, f), o) in steps.iter().zip(forms).zip(&others) {
+                let y = match o {
+                    Some(o) => Some(e.to_loc(Val::Mem(o.view(r, c, h, w)), loc, None, false)?),
+                    None => None,
+                };
+                x = reg_op(e, f, s, x, y, h, w)?;
+            }
+            e.to_loc(x, back, Some(&out.view(r, c, h, w)), false)?;
+            c += w;
+        }
+        r += h;
+    }
+    Ok(Val::Mem(out))
+}
+
+fn reg_op(e: &mut Emitter, f: &EwForm, s: &Step, x: Val, y: Option<Val>, h: i64, w: i64) -> Result<Val, String> {
+    let Place::Reg(file) = f.locs[0].place else {
+        return Err("not a register form".to_owned());
+    };
+    let d = e.vreg(file);
+    let full: Vec<i64> = e.m.regfiles[file.index()].shape.iter().map(|q| q.value).collect();
+    let exact = if f.rank == 2 { vec![h, w] } else { vec![w] };
+    let mut last = String::new();
+    for shape in [exact, full] {
+        let tensor = |v: &Val| match v {
+            Val::Reg(r) => Emitter::reg_tensor(r.file, r.dtype, r.reg, shape.clone()),
+            Val::Mem(t) => Emitter::mem_tensor(t, shape.clone()),
+        };
+        let mut ts = vec![Emitter::reg_tensor(file, f.locs[0].dtype, d, shape.clone())];
+        let (a, b) = if s.swapped { (y.clone(), Some(x.clone())) } else { (Some(x.clone()), y.clone()) };
+        ts.extend(a.iter().chain(b.iter()).map(tensor));
+        let (tensors, refs): (Vec<TileTensor>, Vec<Ref>) = ts.into_iter().unzip();
+        let op = ew_op(s.ew, tensors, &shape);
+        match e.emit(&op, &refs, Some(f.inst)) {
+            Ok(_) => {
+                return Ok(Val::Reg(RegTile {
+                    file,
+                    dtype: f.locs[0].dtype,
+                    reg: d,
+                    rows: h,
+                    cols: w,
+                }));
+            }
+            Err(err) => last = err,
+        }
+    }
+    Err(last)
+}
+
+/// One step computed by an instruction on memory tiles.
+fn mem_step(e: &mut Emitter, x: Val, s: &Step, forms: &[EwForm]) -> Result<Val, String> {
+    let mut last = String::new();
+    for f in forms {
+        if f.locs.iter().any(|l| !matches!(l.place, Place::Mem(_))) {
+            continue;
+        }
+        match mem_form(e, x.clone(), s, f) {
+            Ok(v) => return Ok(v),
+            Err(err) => last = err,
+        }
+    }
+    Err(format!("cannot compute `{}` on this target: {last}", s.ew.text()))
+}
+
+fn mem_form(e: &mut Emitter, x: Val, s: &Step, f: &EwForm) -> Result<Val, String> {
+    let (rows, cols) = x.dims();
+    let (a, b) = if s.swapped { (s.other.clone(), Some(x)) } else { (Some(x), s.other.clone()) };
+    let mut args = Vec::new();
+    for (v, loc) in a.into_iter().chain(b).zip(&f.locs[1..]) {
+        args.push(to_mem(e, v, *loc, false)?);
+    }
+    let Place::Mem(dm) = f.locs[0].place else { unreachable!() };
+    let out = e.buffer(dm, f.locs[0].dtype, rows, cols);
+    let parts: Vec<(i64, i64)> = if f.rank == 2 { vec![(0, rows)] } else { (0..rows).map(|r| (r, 1)).collect() };
+    for (r, h) in parts {
+        let shape = if f.rank == 2 { vec![h, cols] } else { vec![cols] };
+        let mut ts = vec![Emitter::mem_tensor(&out.view(r, 0, h, cols), shape.clone())];
+        for t in &args {
+            e.ready(t)?;
+            ts.push(Emitter::mem_tensor(&t.view(r, 0, h, cols), shape.clone()));
+        }
+        let (tensors, refs): (Vec<TileTensor>, Vec<Ref>) = ts.into_iter().unzip();
+        e.emit(&ew_op(s.ew, tensors, &shape), &refs, Some(f.inst))?;
+    }
+    Ok(Val::Mem(out))
+}
+
+/// What an index of a contraction instruction stands for in `C[m, n] = Σ_k A[m, k] B[k, n]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A row of the result.
+    M,
+    /// A column of the result.
+    N,
+    /// The reduction.
+    K,
+}
+
+/// A contraction instruction: `T (=|+=) [sum(k)] cast(X) * cast(Y)` with its roles.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Contraction {
+    /// The instruction.
+    pub inst: InstId,
+    /// Whether it overwrites the result (`=`) or accumulates (`+=`).
+    pub set: bool,
+    /// Operands of the result, `A` and `B`.
+    pub t: usize,
+    /// Operand playing `A`.
+    pub a: usize,
+    /// Operand playing `B`.
+    pub b: usize,
+    /// The role of each pattern index.
+    pub roles: Vec<Role>,
+    /// Dimension roles of the result, `A` and `B`, in access order.
+    pub t_dims: Vec<Role>,
+    /// `A`'s.
+    pub a_dims: Vec<Role>,
+    /// `B`'s.
+    pub b_dims: Vec<Role>,
+}
+
+fn cast_access(e: &SemExpr) -> Option<&isa_specs::model::Access> {
+    match e {
+        SemExpr::Access(a) => Some(a),
+        SemExpr::Cast(_, inner) => cast_access(inner),
+        _ => None,
+    }
+}
+
+fn plain(a: &isa_specs::model::Access) -> Option<Vec<usize>> {
+    a.indices
+        .iter()
+        .map(|x| match (x.terms.as_slice(), x.constant, x.offsets.is_empty()) {
+            ([(i, 1)], 0, true) => Some(i.index()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every contraction instruction of the machine, with its roles.
+pub fn contractions(e: &Emitter) -> Vec<Contraction> {
+    let mut out = Vec::new();
+    for (ii, def) in e.m.instructions.iter().enumerate() {
+        let id = InstId(ii as u32);
+        let Some((target, op, value)) = super::emit::single_assign(e.m, id) else { continue };
+        let (body, reduced) = match value {
+            SemExpr::Reduce(ReduceOp::Sum, ks, body) => (body.as_ref(), ks.iter().map(|k| k.index()).collect()),
+            other => (other, Vec::new()),
+        };
+        let set = match op {
+            AssignOp::Set if !reduced.is_empty() => true,
+            AssignOp::Add => false,
+            _ => continue,
+        };
+        let SemExpr::Binary(BinOp::Mul, x, y) = body else { continue };
+        let (Some(xa), Some(ya)) = (cast_access(x), cast_access(y)) else { continue };
+        let (Some(tl), Some(xl), Some(yl)) = (plain(target), plain(xa), plain(ya)) else { continue };
+        let ks: Vec<usize> = xl.iter().copied().filter(|i| yl.contains(i) && !tl.contains(i)).collect();
+        let [k] = ks.as_slice() else { continue };
+        if !reduced.is_empty() && reduced != vec![*k] {
+            continue;
+        }
+        for (a_op, al, b_op, bl) in [(xa, &xl, ya, &yl), (ya, &yl, xa, &xl)] {
+            let n_idx = def.semantics.indices.len();
+            let mut roles = vec![None; n_idx];
+            roles[*k] = Some(Role::K);
+            let mut ok = true;
+            for &i in al.iter().filter(|i| **i != *k) {
+                ok &= roles[i].is_none() && tl.contains(&i);
+                roles[i] = Some(Role::M);
+            }
+            for &i in bl.iter().filter(|i| **i != *k) {
+                ok &= roles[i].is_none() && tl.contains(&i);
+                roles[i] = Some(Role::N);
+            }
+            ok &= tl.iter().all(|i| roles[*i].is_some()) && al.len() <= 2 && bl.len() <= 2 && tl.len() <= 2;
+            let Some(roles) = roles.into_iter().collect::<Option<Vec<Role>>>().filter(|_| ok) else {
+                continue;
+            };
+            let dims = |l: &[usize]| l.iter().map(|i| roles[*i]).collect::<Vec<_>>();
+            let t_dims = dims(&tl);
+            if t_dims == [Role::N, Role::M] {
+                continue;
+            }
+            out.push(Contraction {
+                inst: id,
+                set,
+                t: target.operand.index(),
+                a: a_op.operand.index(),
+                b: b_op.operand.index(),
+                t_dims,
+                a_dims: dims(al),
+                b_dims: dims(bl),
+                roles,
+            });
+        }
+    }
+    out
+}
+
+impl Contraction {
+    /// Extent of a role in a tile of `(m, n, k)`.
+    fn extent(r: Role, (m, n, k): (i64, i64, i64)) -> i64 {
+        match r {
+            Role::M => m,
+            Role::N => n,
+            Role::K => k,
+        }
+    }
+
+    /// Shape of an operand with dimension roles `dims`.
+    pub fn shape(dims: &[Role], mnk: (i64, i64, i64)) -> Vec<i64> {
+        dims.iter().map(|r| Self::extent(*r, mnk)).collect()
+    }
+
+    /// Whether the instruction has an M (resp. N) index: otherwise its tile has one row (column).
+    pub fn has(&self, r: Role) -> bool {
+        self.roles.contains(&r)
+    }
+
+    /// The tile operation for tensors `[T, A, B]` of tile size `mnk`.
+    pub fn op(&self, e: &Emitter, tensors: Vec<TileTensor>, mnk: (i64, i64, i64)) -> Option<TileOp> {
+        let Some((target, op, value)) = super::emit::single_assign(e.m, self.inst) else { return None };
+        let map = |o: usize| {
+            if o == self.t {
+                Some(0)
+            } else if o == self.a {
+                Some(1)
+            } else if o == self.b {
+                Some(2)
+            } else {
+                None
+            }
+        };
+        let acc = |a: &isa_specs::model::Access| -> Option<TileAccess> {
+            Some(TileAccess {
+                tensor: map(a.operand.index())?,
+                indices: a.indices.clone(),
+            })
+        };
+        let params: Vec<i64> = e.m.params.iter().map(|p| p.value).collect();
+        fn tr(e: &SemExpr, acc: &dyn Fn(&isa_specs::model::Access) -> Option<TileAccess>, params: &[i64]) -> Option<TileExpr> {
+            Some(match e {
+                SemExpr::Access(a) => TileExpr::Access(acc(a)?),
+                SemExpr::Const(c) => TileExpr::Const(isa_specs::eval::eval(c, &isa_specs::eval::Params(params)).ok()?.as_f64()),
+                SemExpr::Cast(dt, x) => TileExpr::Cast(*dt, Box::new(tr(x, acc, params)?)),
+                SemExpr::Binary(o, a, b) => TileExpr::Binary(*o, Box::new(tr(a, acc, params)?), Box::new(tr(b, acc, params)?)),
+                SemExpr::Reduce(r, ks, b) => TileExpr::Reduce(*r, ks.clone(), Box::new(tr(b, acc, params)?)),
+                _ => return None,
+            })
+        }
+        Some(TileOp {
+            tensors,
+            extents: self.roles.iter().map(|r| Self::extent(*r, mnk)).collect(),
+            target: acc(target)?,
+            op,
+            value: tr(value, &acc, &params)?,
+        })
+    }
+
+    /// Where the result, `A` and `B` must be.
+    pub fn locs(&self, e: &Emitter) -> Option<[Loc; 3]> {
+        Some([
+            operand_loc(e.m, self.inst, self.t)?,
+            operand_loc(e.m, self.inst, self.a)?,
+            operand_loc(e.m, self.inst, self.b)?,
+        ])
+    }
+
+    /// Placeholder tensors at the operands' places, for trying tile sizes.
+    pub fn probe(&self, e: &Emitter, mnk: (i64, i64, i64)) -> Option<TileOp> {
+        let locs = self.locs(e)?;
+        let dims = [&self.t_dims, &self.a_dims, &self.b_dims];
+        let ops = [self.t, self.a, self.b];
+        let tensors = (0..3)
+            .map(|i| {
+                let shape = Self::shape(dims[i], mnk);
+                let place = match (&e.m.instructions[self.inst.index()].operands[ops[i]].kind, locs[i].place) {
+                    (OperandKind::Mem { align, .. }, Place::Mem(mem)) => TilePlace::Mem {
+                        mem,
+                        addr: 0u64.next_multiple_of(*align),
+                        strides: isa_specs::select::dense(&shape),
+                    },
+                    (_, Place::Reg(file)) => TilePlace::Reg { file, reg: 0 },
+                    _ => TilePlace::Imm(0),
+                };
+                TileTensor {
+                    dtype: locs[i].dtype,
+                    shape,
+                    place,
+                }
+            })
+            .collect();
+        self.op(e, tensors, mnk)
+    }
+}

@@ -1,0 +1,239 @@
+//! Compile, simulate, compare: what `tessera run` and the end-to-end tests do.
+//!
+//! Outputs of the simulated program are compared with the reference
+//! interpreter ([`crate::interp`]) under a tolerance set by the narrowest
+//! floating-point type the program computes in (see [`Tolerance::for_dtype`]).
+
+use crate::interp;
+use crate::ir::{Graph, Tensor, TensorType};
+use crate::lower::{self, Compiled, LowerError};
+use isa_specs::Machine;
+use isa_specs::model::{DType, OperandKind};
+use isa_specs::program::TensorDesc;
+use serde::Serialize;
+
+/// How close a result must be: `|got - want| <= abs + rel * max|want|` (the
+/// largest magnitude of the whole expected tensor, so that cancellation in
+/// one element does not demand a precision no element had).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Tolerance {
+    /// Absolute part.
+    pub abs: f64,
+    /// Relative part (of the tensor's largest magnitude).
+    pub rel: f64,
+}
+
+impl Tolerance {
+    /// The tolerance for a program computing in `dt`: a few units in the last
+    /// place of `dt`, times the growth of rounding error over reductions.
+    pub fn for_dtype(dt: DType) -> Tolerance {
+        match dt {
+            DType::F32 => Tolerance { abs: 1e-5, rel: 1e-4 },
+            DType::F16 => Tolerance { abs: 1e-3, rel: 1e-2 },
+            DType::Bf16 => Tolerance { abs: 1e-2, rel: 4e-2 },
+            _ => Tolerance { abs: 0.0, rel: 0.15 },
+        }
+    }
+}
+
+/// The narrowest floating-point type any operand of the program's instructions has.
+pub fn compute_dtype(m: &Machine, c: &Compiled) -> DType {
+    let mut best = DType::F32;
+    let mut seen = std::collections::HashSet::new();
+    for mi in &c.insts {
+        if !seen.insert(mi.inst) {
+            continue;
+        }
+        for o in &m.instructions[mi.inst.index()].operands {
+            let dt = match &o.kind {
+                OperandKind::Reg { file, .. } => m.regfiles[file.index()].dtype,
+                OperandKind::Mem { dtype, .. } => *dtype,
+                _ => continue,
+            };
+            if dt.is_float() && dt.bytes() < best.bytes() {
+                best = dt;
+            }
+        }
+    }
+    best
+}
+
+/// One output compared.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OutputCheck {
+    /// The output's name.
+    pub name: String,
+    /// Largest absolute difference from the reference.
+    pub max_abs_err: f64,
+    /// Largest difference relative to the reference's largest magnitude.
+    pub max_rel_err: f64,
+    /// Within tolerance of the reference interpreter.
+    pub ok: bool,
+    /// Largest absolute difference from the expected file, if one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_max_abs_err: Option<f64>,
+}
+
+/// Everything one run produced.
+#[derive(Debug)]
+pub struct RunResult {
+    /// The compiled program and its stages.
+    pub compiled: Compiled,
+    /// The simulator's report.
+    pub report: targets::sim::Report,
+    /// Outputs read back from the simulated memory.
+    pub outputs: Vec<Tensor>,
+    /// Per output, the comparison.
+    pub checks: Vec<OutputCheck>,
+    /// The tolerance applied.
+    pub tolerance: Tolerance,
+    /// The narrowest type computed in.
+    pub compute_dtype: DType,
+}
+
+/// Why a run failed before any comparison.
+#[derive(Debug)]
+pub enum RunError {
+    /// The model does not compile for the machine.
+    Lower(LowerError),
+    /// The reference interpreter failed.
+    Interp(interp::InterpError),
+    /// The simulator faulted.
+    Sim(targets::sim::SimError),
+    /// Inputs do not match the model.
+    Inputs(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Lower(e) => write!(f, "cannot compile: {e}"),
+            RunError::Interp(e) => write!(f, "reference interpreter: {e}"),
+            RunError::Sim(e) => write!(f, "simulation faulted: {e}"),
+            RunError::Inputs(e) => write!(f, "inputs: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// Bytes of a tensor in a program's element type.
+pub fn tensor_bytes(d: &TensorDesc, t: &Tensor) -> Vec<u8> {
+    lower::encode(d.dtype, t.data.iter().copied())
+}
+
+/// Seeded inputs in [-1, 1) for a graph.
+pub fn random_inputs(g: &Graph, seed: u64) -> Vec<Tensor> {
+    g.inputs
+        .iter()
+        .map(|v| {
+            let ty = g.ty(*v).clone();
+            let mut s = seed ^ 0x9E37_79B9_7F4A_7C15 ^ (v.index() as u64).wrapping_mul(0x1000_0001);
+            let data = (0..ty.numel())
+                .map(|_| {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    let unit = (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+                    ty.elem.round(unit)
+                })
+                .collect();
+            Tensor::new(ty, data)
+        })
+        .collect()
+}
+
+/// Compiles `g` for `m`, simulates it on `inputs`, and compares every output
+/// with the reference interpreter (and with `expected`, when given).
+pub fn run(
+    t: &targets::Target,
+    m: &Machine,
+    g: &Graph,
+    inputs: &[Tensor],
+    expected: Option<&[Tensor]>,
+) -> Result<RunResult, RunError> {
+    if inputs.len() != g.inputs.len() {
+        return Err(RunError::Inputs(format!(
+            "the model takes {} inputs, {} given",
+            g.inputs.len(),
+            inputs.len()
+        )));
+    }
+    for (v, x) in g.inputs.iter().zip(inputs) {
+        if x.ty.shape != g.ty(*v).shape {
+            return Err(RunError::Inputs(format!(
+                "input `{}` has shape {:?}, the model wants {:?}",
+                g.values[v.index()].name,
+                x.ty.shape,
+                g.ty(*v).shape
+            )));
+        }
+    }
+    let compiled = lower::compile(t, m, g).map_err(RunError::Lower)?;
+    let reference = interp::run(g, inputs).map_err(RunError::Interp)?;
+    let bytes: Vec<(String, Vec<u8>)> = compiled
+        .program
+        .inputs
+        .iter()
+        .zip(inputs)
+        .map(|(d, x)| (d.name.clone(), tensor_bytes(d, x)))
+        .collect();
+    let cfg = targets::sim::Config::default();
+    let mut outcome = t.simulate(m, &compiled.program, &bytes, &cfg).map_err(RunError::Sim)?;
+    let dt = compute_dtype(m, &compiled);
+    let tol = Tolerance::for_dtype(dt);
+    let mut outputs = Vec::new();
+    let mut checks = Vec::new();
+    for (k, d) in compiled.program.outputs.iter().enumerate() {
+        let mem = m.memories.iter().position(|x| x.name == d.memory).unwrap_or(0);
+        let raw = outcome
+            .state
+            .read_bytes(m, mem, d.addr, d.bytes())
+            .map_err(|f| RunError::Inputs(format!("output `{}`: {f}", d.name)))?;
+        let eb = d.dtype.bytes() as usize;
+        let data: Vec<f64> = raw.chunks(eb).map(|c| targets::sim::from_bytes(d.dtype, c)).collect();
+        let ty = TensorType {
+            elem: reference[k].ty.elem,
+            shape: reference[k].ty.shape.clone(),
+        };
+        let got = Tensor::new(ty, data);
+        let (abs, rel, ok) = compare(&got, &reference[k], tol);
+        let expected_max_abs_err = expected.and_then(|e| e.get(k)).map(|e| compare(&got, e, tol).0);
+        checks.push(OutputCheck {
+            name: d.name.clone(),
+            max_abs_err: abs,
+            max_rel_err: rel,
+            ok,
+            expected_max_abs_err,
+        });
+        outputs.push(got);
+    }
+    Ok(RunResult {
+        compiled,
+        report: outcome.report,
+        outputs,
+        checks,
+        tolerance: tol,
+        compute_dtype: dt,
+    })
+}
+
+/// `(max abs error, max error relative to the largest reference magnitude, within tolerance)`.
+pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> (f64, f64, bool) {
+    if got.data.len() != want.data.len() {
+        return (f64::INFINITY, f64::INFINITY, false);
+    }
+    let scale = want.data.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+    let mut abs = 0.0f64;
+    let mut nan = false;
+    for (g, w) in got.data.iter().zip(&want.data) {
+        if g.is_nan() != w.is_nan() {
+            nan = true;
+        } else if !w.is_nan() {
+            abs = abs.max((g - w).abs());
+        }
+    }
+    let rel = if scale > 0.0 { abs / scale } else { abs };
+    let ok = !nan && abs <= tol.abs + tol.rel * scale;
+    (abs, rel, ok)
+}
