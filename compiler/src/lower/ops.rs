@@ -226,8 +226,13 @@ fn reg_chain(e: &mut Emitter, input: Val, steps: &[Step], forms: &[EwForm], loc:
         })
     };
     let (rows, cols) = input.dims();
-    let pad = e.info.copies.iter().any(|c| c.to == loc && c.needs_padding());
     let l0 = land(e, &input)?;
+    // Landing buffers are padded when the loads from them write whole registers.
+    let pad = e
+        .info
+        .path(&[l0], loc)
+        .and_then(|(_, chain)| chain.first().map(|&c| e.info.copies[c].needs_padding()))
+        .unwrap_or(false);
     let input = to_mem(e, input, l0, pad)?;
     let mut others = Vec::new();
     for s in steps {
