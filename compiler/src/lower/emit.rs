@@ -128,6 +128,32 @@ pub enum Ref {
     Buf(usize),
 }
 
+/// A transfer in flight on a semaphore.
+#[derive(Clone, Debug, PartialEq)]
+struct Pending {
+    generation: u64,
+    /// Transfers signalling the semaphore (one wait each).
+    count: u32,
+    /// Buffers it reads or writes (kept alive until the wait).
+    bufs: Vec<usize>,
+    /// Fixed-address byte ranges it touches: `(memory, start, end, writes)`.
+    ranges: Vec<(MemId, u64, u64, bool)>,
+}
+
+impl MemTile {
+    /// Fixed-address byte range, if the tile is not in a buffer.
+    fn range(&self) -> Option<(MemId, u64, u64)> {
+        match self.base {
+            Base::Fixed(a) => {
+                let start = a + self.offset;
+                let n = ((self.rows - 1).max(0) * self.pitch + self.cols).max(0) as u64;
+                Some((self.mem, start, start + n * self.dtype.bytes()))
+            }
+            Base::Buf(_) => None,
+        }
+    }
+}
+
 /// The instruction stream being built.
 #[allow(missing_debug_implementations)]
 pub struct Emitter<'a> {
@@ -146,7 +172,7 @@ pub struct Emitter<'a> {
     next_vreg: Vec<u32>,
     sem_next: Vec<usize>,
     /// Per bank and semaphore: the transfer in flight (generation, buffers it touches).
-    pending: Vec<Vec<Option<(u64, u32, Vec<usize>)>>>,
+    pending: Vec<Vec<Option<Pending>>>,
     generation: u64,
 }
 
@@ -320,7 +346,7 @@ impl<'a> Emitter<'a> {
     /// Waits for the transfer filling `t`, if it is still in flight.
     pub fn ready(&mut self, t: &MemTile) -> Result<(), String> {
         if let Some((bank, sem, generation)) = t.ready
-            && matches!(&self.pending[bank][sem], Some((g, _, _)) if *g == generation)
+            && matches!(&self.pending[bank][sem], Some(p) if p.generation == generation)
         {
             self.wait(bank, sem)?;
         }
@@ -328,7 +354,7 @@ impl<'a> Emitter<'a> {
     }
 
     fn wait(&mut self, bank: usize, sem: usize) -> Result<(), String> {
-        let Some((_, count, bufs)) = self.pending[bank][sem].take() else {
+        let Some(Pending { count, bufs, .. }) = self.pending[bank][sem].take() else {
             return Ok(());
         };
         let (inst, oi) = self.info.wait_for(bank).ok_or_else(|| {
@@ -348,6 +374,25 @@ impl<'a> Emitter<'a> {
         }
         for b in bufs {
             self.touch(b);
+        }
+        Ok(())
+    }
+
+    /// Waits for transfers in flight that conflict with an access to a fixed range.
+    fn settle(&mut self, range: Option<(MemId, u64, u64)>, write: bool) -> Result<(), String> {
+        let Some((mem, lo, hi)) = range else { return Ok(()) };
+        let mut conflicts = Vec::new();
+        for (bank, sems) in self.pending.iter().enumerate() {
+            for (sem, p) in sems.iter().enumerate() {
+                if let Some(p) = p
+                    && p.ranges.iter().any(|(m, a, b, w)| *m == mem && *a < hi && lo < *b && (*w || write))
+                {
+                    conflicts.push((bank, sem));
+                }
+            }
+        }
+        for (bank, sem) in conflicts {
+            self.wait(bank, sem)?;
         }
         Ok(())
     }
@@ -382,6 +427,10 @@ impl<'a> Emitter<'a> {
         let (rows, cols) = v.dims();
         if let Val::Mem(t) = v {
             self.ready(t)?;
+            self.settle(t.range(), false)?;
+        }
+        if let Some(d) = dst {
+            self.settle(d.range(), true)?;
         }
         match c.to.place {
             Place::Reg(file) => {
@@ -482,26 +531,40 @@ impl<'a> Emitter<'a> {
                     bufs.push(b);
                 }
                 let mut out = out;
+                let mut ranges = Vec::new();
+                if let Val::Mem(t) = v
+                    && let Some((m, a, b)) = t.range()
+                {
+                    ranges.push((m, a, b, false));
+                }
+                if let Some((m, a, b)) = out.range() {
+                    ranges.push((m, a, b, true));
+                }
                 let mut current: Option<(usize, u64)> = None;
                 for (op, refs) in ops {
                     if let (Some(bank), Some(oi)) = (bank, c.sem) {
                         // Several transfers may signal one semaphore, up to its maximum count.
                         let max = self.m.semaphores[bank].max.value.max(1) as u32;
                         let (sem, generation) = match current {
-                            Some((s, g)) if matches!(&self.pending[bank][s], Some(p) if p.1 < max) => (s, g),
+                            Some((s, g)) if matches!(&self.pending[bank][s], Some(p) if p.count < max) => (s, g),
                             _ => {
                                 if let Some((full, _)) = current {
                                     self.wait(bank, full)?;
                                 }
                                 let (s, g) = self.semaphore(bank)?;
-                                self.pending[bank][s] = Some((g, 0, bufs.clone()));
+                                self.pending[bank][s] = Some(Pending {
+                                    generation: g,
+                                    count: 0,
+                                    bufs: bufs.clone(),
+                                    ranges: ranges.clone(),
+                                });
                                 (s, g)
                             }
                         };
                         let i = self.emit(&op, &refs, Some(c.inst))?;
                         self.code[i].operands[oi] = VOperand::Fixed(OpValue::Sem(sem as u32));
                         if let Some(p) = &mut self.pending[bank][sem] {
-                            p.1 += 1;
+                            p.count += 1;
                         }
                         current = Some((sem, generation));
                         out.ready = Some((bank, sem, generation));

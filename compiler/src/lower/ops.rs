@@ -401,12 +401,28 @@ fn plain(a: &isa_specs::model::Access) -> Option<Vec<usize>> {
         .collect()
 }
 
-/// Every contraction instruction of the machine, with its roles.
+/// Strides a memory operand requires when they depend on parameters only.
+pub fn fixed_strides(e: &Emitter, stride: Option<&[isa_specs::model::Expr]>) -> Option<Vec<i64>> {
+    let params: Vec<i64> = e.m.params.iter().map(|q| q.value).collect();
+    stride?
+        .iter()
+        .map(|x| isa_specs::eval::eval_int(x, &isa_specs::eval::Params(&params)).ok())
+        .collect()
+}
+
+/// Every floating-point contraction instruction of the machine, with its roles.
 pub fn contractions(e: &Emitter) -> Vec<Contraction> {
     let mut out = Vec::new();
     for (ii, def) in e.m.instructions.iter().enumerate() {
         let id = InstId(ii as u32);
         let Some((target, op, value)) = super::emit::single_assign(e.m, id) else { continue };
+        let float = [target.operand.index()]
+            .iter()
+            .chain(def.operands.iter().enumerate().filter(|(_, o)| matches!(o.kind, OperandKind::Reg { .. } | OperandKind::Mem { .. })).map(|(i, _)| i).collect::<Vec<_>>().iter())
+            .all(|&oi| operand_loc(e.m, id, oi).is_none_or(|l| l.dtype.is_float()));
+        if !float {
+            continue;
+        }
         let (body, reduced) = match value {
             SemExpr::Reduce(ReduceOp::Sum, ks, body) => (body.as_ref(), ks.iter().map(|k| k.index()).collect()),
             other => (other, Vec::new()),
@@ -540,10 +556,10 @@ impl Contraction {
             .map(|i| {
                 let shape = Self::shape(dims[i], mnk);
                 let place = match (&e.m.instructions[self.inst.index()].operands[ops[i]].kind, locs[i].place) {
-                    (OperandKind::Mem { align, .. }, Place::Mem(mem)) => TilePlace::Mem {
+                    (OperandKind::Mem { stride, .. }, Place::Mem(mem)) => TilePlace::Mem {
                         mem,
-                        addr: 0u64.next_multiple_of(*align),
-                        strides: isa_specs::select::dense(&shape),
+                        addr: 0,
+                        strides: fixed_strides(e, stride.as_deref()).unwrap_or_else(|| isa_specs::select::dense(&shape)),
                     },
                     (_, Place::Reg(file)) => TilePlace::Reg { file, reg: 0 },
                     _ => TilePlace::Imm(0),
