@@ -188,7 +188,7 @@ pub fn run(
         let mem = m.memories.iter().position(|x| x.name == d.memory).unwrap_or(0);
         let raw = outcome
             .state
-            .read_bytes(m, mem, d.addr, d.bytes())
+            .read_tensor(m, mem, d)
             .map_err(|f| RunError::Inputs(format!("output `{}`: {f}", d.name)))?;
         let eb = d.dtype.bytes() as usize;
         let data: Vec<f64> = raw.chunks(eb).map(|c| targets::sim::from_bytes(d.dtype, c)).collect();

@@ -91,6 +91,15 @@ fn directive_line(m: &Machine, p: &mut Program, line: &str) -> Result<(), AsmErr
                     ".{kind} takes NAME MEMORY @ADDR DTYPE [d0, d1, ...]"
                 )));
             };
+            // An optional trailing `pitch N` (elements between rows).
+            let (shape, pitch) = match shape {
+                [rest @ .., kw, n] if *kw == "pitch" => (
+                    rest,
+                    n.parse::<u64>()
+                        .map_err(|_| AsmError(format!("`{n}` is not a row pitch")))?,
+                ),
+                _ => (shape, 0),
+            };
             let shape_text = shape.join(" ");
             let dims = shape_text
                 .trim()
@@ -114,7 +123,14 @@ fn directive_line(m: &Machine, p: &mut Program, line: &str) -> Result<(), AsmErr
                 shape,
                 memory: memory(m, mem)?,
                 addr: target::asm::addr(addr)?,
+                pitch,
             };
+            if pitch != 0 && pitch < desc.row_len() {
+                return Err(AsmError(format!(
+                    "row pitch {pitch} is shorter than a row ({} elements)",
+                    desc.row_len()
+                )));
+            }
             if kind == "input" {
                 p.inputs.push(desc);
             } else {
@@ -176,8 +192,13 @@ pub fn disassemble(isa: &dyn Isa, m: &Machine, p: &Program) -> Result<String, St
             .map(u64::to_string)
             .collect::<Vec<_>>()
             .join(", ");
+        let pitch = if t.pitch == 0 {
+            String::new()
+        } else {
+            format!(" pitch {}", t.pitch)
+        };
         format!(
-            ".{kind} {} {} @{:#x} {} [{shape}]\n",
+            ".{kind} {} {} @{:#x} {} [{shape}]{pitch}\n",
             t.name,
             t.memory,
             t.addr,

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// The first bytes of every program file.
 pub const MAGIC: &[u8; 8] = b"TSRPROG\0";
 /// The format version this build writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 const HEADER: usize = 8 + 4 + 8 + 4;
 
 /// A tensor the program reads or writes.
@@ -31,12 +31,43 @@ pub struct TensorDesc {
     pub memory: String,
     /// Its byte address there.
     pub addr: u64,
+    /// Elements from the start of one row (last dimension) to the next; 0
+    /// for dense. Rows padded for alignment have a pitch above the row length.
+    pub pitch: u64,
 }
 
 impl TensorDesc {
-    /// Bytes it occupies.
+    /// Bytes of its elements (without row padding).
     pub fn bytes(&self) -> u64 {
         self.shape.iter().product::<u64>() * self.dtype.bytes()
+    }
+
+    /// Elements in a row (the last dimension; 1 for scalars).
+    pub fn row_len(&self) -> u64 {
+        self.shape.last().copied().unwrap_or(1)
+    }
+
+    /// Rows (the product of the leading dimensions).
+    pub fn rows(&self) -> u64 {
+        let n = self.shape.len().saturating_sub(1);
+        self.shape[..n].iter().product()
+    }
+
+    /// Elements from one row to the next.
+    pub fn row_pitch(&self) -> u64 {
+        if self.pitch == 0 { self.row_len() } else { self.pitch }
+    }
+
+    /// Where each row's bytes go: `(address, offset in the dense bytes, length)`.
+    pub fn row_spans(&self) -> Vec<(u64, usize, usize)> {
+        let eb = self.dtype.bytes();
+        let len = (self.row_len() * eb) as usize;
+        if self.row_pitch() == self.row_len() {
+            return vec![(self.addr, 0, (self.rows() * self.row_len() * eb) as usize)];
+        }
+        (0..self.rows())
+            .map(|r| (self.addr + r * self.row_pitch() * eb, r as usize * len, len))
+            .collect()
     }
 }
 

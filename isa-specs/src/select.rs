@@ -218,6 +218,13 @@ pub fn finish(m: &Machine, inst: InstId, b: &Binder, op: &TileOp) -> Result<MIns
             break;
         }
     }
+    // An immediate nothing determines only sets strides of unit dimensions
+    // (or nothing at all): any value the constraints accept will do.
+    for (oi, o) in def.operands.iter().enumerate() {
+        if let (OperandKind::Imm { lo, hi }, None, None) = (&o.kind, imms[oi], b.operand[oi]) {
+            imms[oi] = free_immediate(def, &params, &imms, oi, *lo, *hi);
+        }
+    }
     let env = WithOperands {
         params: &params,
         operands: &imms,
@@ -327,6 +334,33 @@ pub fn finish(m: &Machine, inst: InstId, b: &Binder, op: &TileOp) -> Result<MIns
     }
     target::check_constraints(m, &minst).map_err(|e| e.to_string())?;
     Ok(minst)
+}
+
+/// The smallest value of a free immediate in `lo..=hi` (at most 65536 tried)
+/// under which the instruction's constraints hold, with the other immediates
+/// as derived.
+fn free_immediate(
+    def: &Instruction,
+    params: &[i64],
+    imms: &[Option<i64>],
+    oi: usize,
+    lo: i64,
+    hi: i64,
+) -> Option<i64> {
+    let mut trial = imms.to_vec();
+    (lo..=hi.min(lo.saturating_add(65535))).find(|&v| {
+        trial[oi] = Some(v);
+        let env = WithOperands {
+            params,
+            operands: &trial,
+        };
+        def.constraints.iter().all(|c| {
+            match (eval::eval(&c.lhs, &env), eval::eval(&c.rhs, &env)) {
+                (Ok(a), Ok(b)) => c.op.holds(a.as_f64(), b.as_f64()),
+                _ => true,
+            }
+        })
+    })
 }
 
 /// Operands an expression reads.

@@ -24,6 +24,7 @@ fn sample() -> Program {
         shape: vec![2, 3],
         memory: "sram".into(),
         addr: 0,
+        pitch: 4,
     });
     p
 }

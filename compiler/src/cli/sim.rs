@@ -159,7 +159,7 @@ pub fn sim(args: &SimArgs) -> anyhow::Result<ExitCode> {
             .context("output in an unknown memory")?;
         let bytes = if cfg.functional {
             state
-                .read_bytes(&machine, mem, o.addr, o.bytes())
+                .read_tensor(&machine, mem, o)
                 .map_err(|f| anyhow::anyhow!("output `{}`: {f}", o.name))?
         } else {
             Vec::new()

@@ -72,6 +72,9 @@ pub struct Info {
     pub halt: Option<InstId>,
     /// Alignment of buffers in each memory: the largest any operand there asks for.
     pub mem_align: Vec<u64>,
+    /// The largest alignment (at most 256 bytes) copies ask of tiles in the home memory:
+    /// rows of tensors at home start at multiples of it.
+    pub home_align: u64,
     /// Tiles' columns are multiples of this (when the tensor allows): DMA
     /// alignment and fixed register widths.
     pub col_granule: i64,
@@ -160,6 +163,7 @@ impl Info {
         let mut halt = None;
         let mut mem_align = vec![1u64; m.memories.len()];
         let mut granule = 1i64;
+        let mut home_align = 1u64;
         let mut row_granule = 1i64;
         let mut pitch_granule = 1i64;
         for (ii, def) in m.instructions.iter().enumerate() {
@@ -219,7 +223,10 @@ impl Info {
             }
             for (oi, loc) in [(dst, to), (srco, from)] {
                 match (&def.operands[oi].kind, loc.place) {
-                    (OperandKind::Mem { align, dtype, .. }, _) if *align <= 256 => {
+                    (OperandKind::Mem { align, dtype, mem, .. }, _) if *align <= 256 => {
+                        if *mem == home {
+                            home_align = home_align.max(*align);
+                        }
                         let elems = (*align / dtype.bytes()).max(1) as i64;
                         granule = lcm(granule, elems);
                     }
@@ -263,6 +270,7 @@ impl Info {
             waits,
             halt,
             mem_align,
+            home_align,
             col_granule: granule.min(256),
             row_granule,
             pitch_granule,

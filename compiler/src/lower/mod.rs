@@ -99,6 +99,8 @@ struct Home {
     dtype: DType,
     rows: i64,
     cols: i64,
+    /// Elements between rows: the row length, or more so rows start aligned.
+    pitch: i64,
 }
 
 impl Home {
@@ -107,10 +109,10 @@ impl Home {
             mem,
             dtype: self.dtype,
             base: Base::Fixed(self.addr),
-            offset: ((r * self.cols + c) as u64) * self.dtype.bytes(),
+            offset: ((r * self.pitch + c) as u64) * self.dtype.bytes(),
             rows: h,
             cols: w,
-            pitch: self.cols,
+            pitch: self.pitch,
             ready: None,
         }
     }
@@ -192,6 +194,16 @@ impl Lowerer<'_> {
         self.info.home
     }
 
+    /// The row pitch of a `cols`-wide matrix of `dt` at home: rows start aligned.
+    fn home_pitch(&self, cols: i64, dt: DType) -> i64 {
+        let per = (self.info.home_align / dt.bytes()).max(1) as i64;
+        if (cols * dt.bytes() as i64) % self.info.home_align as i64 == 0 {
+            cols
+        } else {
+            machine::rup(cols, per)
+        }
+    }
+
     /// Places every value at home; views alias their input.
     fn layout(&mut self) -> Result<(), LowerError> {
         let g = self.g;
@@ -233,7 +245,15 @@ impl Lowerer<'_> {
             if let Some(root) = alias.get(&v)
                 && let Some(h) = self.homes.get(root).cloned()
             {
-                self.homes.insert(v, Home { rows, cols, ..h });
+                if h.pitch != h.cols && cols != h.cols {
+                    return Err(err(format!(
+                        "`{}` reshapes a tensor whose rows are padded for alignment ({} elements, pitch {}); not supported yet",
+                        g.values[v.index()].name,
+                        h.cols,
+                        h.pitch
+                    )));
+                }
+                self.homes.insert(v, Home { rows, cols, pitch: if cols == h.cols { h.pitch } else { cols }, ..h });
                 continue;
             }
             // A graph output produced through an alias needs its own bytes only if it is not the root.
@@ -242,8 +262,9 @@ impl Lowerer<'_> {
             } else {
                 self.act
             };
-            let addr = self.alloc_home((rows * cols) as u64 * dtype.bytes(), 64);
-            self.homes.insert(v, Home { addr, dtype, rows, cols });
+            let pitch = self.home_pitch(cols, dtype);
+            let addr = self.alloc_home((rows * pitch) as u64 * dtype.bytes(), 64);
+            self.homes.insert(v, Home { addr, dtype, rows, cols, pitch });
         }
         Ok(())
     }
@@ -569,15 +590,27 @@ impl Lowerer<'_> {
             }
         };
         let dt = self.act;
-        let addr = self.alloc_home(n as u64 * dt.bytes(), 64);
+        let home = self.padded(data, rows, cols, dt);
+        let t = home.tile(self.home_mem(), 0, 0, rows, cols);
+        self.packed.insert(key, t.clone());
+        Ok(t)
+    }
+
+    /// Places a dense `rows` x `cols` matrix at home as constant data, rows aligned.
+    fn padded(&mut self, data: Vec<f64>, rows: i64, cols: i64, dt: DType) -> Home {
+        let pitch = self.home_pitch(cols, dt);
+        let mut out = vec![0.0; (rows * pitch) as usize];
+        for r in 0..rows as usize {
+            let (p, c) = (pitch as usize, cols as usize);
+            out[r * p..r * p + c].copy_from_slice(&data[r * c..r * c + c]);
+        }
+        let addr = self.alloc_home(out.len() as u64 * dt.bytes(), 64);
         self.data.push(DataSegment {
             memory: self.e.m.memories[self.home_mem().index()].name.clone(),
             addr,
-            bytes: encode(dt, data),
+            bytes: encode(dt, out),
         });
-        let t = Home { addr, dtype: dt, rows, cols }.tile(self.home_mem(), 0, 0, rows, cols);
-        self.packed.insert(key, t.clone());
-        Ok(t)
+        Home { addr, dtype: dt, rows, cols, pitch }
     }
 
     /// Back end: buffers, registers, schedule, encoding.
@@ -632,6 +665,7 @@ impl Lowerer<'_> {
             shape: self.g.ty(v).shape.iter().map(|d| *d as u64).collect(),
             memory: home_name.clone(),
             addr: h.addr,
+            pitch: if h.pitch == h.cols { 0 } else { h.pitch as u64 },
         };
         for v in &self.g.inputs {
             let h = &self.homes[v];
@@ -869,13 +903,7 @@ impl Lowerer<'_> {
                 data[(oi * ocols + oj) as usize] = x;
             }
         }
-        let addr = self.alloc_home(data.len() as u64 * dt.bytes(), 64);
-        self.data.push(DataSegment {
-            memory: self.e.m.memories[self.home_mem().index()].name.clone(),
-            addr,
-            bytes: encode(dt, data),
-        });
-        let tile = Home { addr, dtype: dt, rows: orows, cols: ocols }.tile(self.home_mem(), 0, 0, orows, ocols);
+        let tile = self.padded(data, orows, ocols, dt).tile(self.home_mem(), 0, 0, orows, ocols);
         self.packed.insert(key, tile.clone());
         Ok(tile)
     }

@@ -275,8 +275,12 @@ pub fn run<T: SimIsa>(
                     0,
                 )
             })?;
-            st.write_bytes(m, mi, desc.addr, bytes)
-                .map_err(|f| fail(f, 0))?;
+            for (addr, off, len) in desc.row_spans() {
+                let Some(row) = bytes.get(off..off + len) else {
+                    break;
+                };
+                st.write_bytes(m, mi, addr, row).map_err(|f| fail(f, 0))?;
+            }
         }
     }
     // Decode everything first: an illegal word is reported before anything runs.

@@ -328,6 +328,20 @@ impl State {
         Ok(out)
     }
 
+    /// Reads a program tensor's elements, dense (rows gathered from their pitch).
+    pub fn read_tensor(
+        &mut self,
+        m: &Machine,
+        mem: usize,
+        t: &isa_specs::program::TensorDesc,
+    ) -> Result<Vec<u8>, Fault> {
+        let mut out = Vec::with_capacity(t.bytes() as usize);
+        for (addr, _, len) in t.row_spans() {
+            out.extend(self.read_bytes(m, mem, addr, len as u64)?);
+        }
+        Ok(out)
+    }
+
     /// Writes bytes (for constant data and inputs).
     pub fn write_bytes(
         &mut self,
