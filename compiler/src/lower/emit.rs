@@ -654,7 +654,9 @@ impl<'a> Emitter<'a> {
             };
             let land = self.info.copies[chain[j]].to;
             let Place::Mem(lm) = land.place else { unreachable!() };
-            let pad_j = if j + 1 == n { pad } else { self.info.copies[chain[j + 1]].needs_padding() };
+            // Padded when the stores into it write whole registers, or the loads from it read them.
+            let pad_j = !self.info.copies[chain[j]].narrow
+                || if j + 1 == n { pad } else { self.info.copies[chain[j + 1]].needs_padding() };
             let out = match last_dst(j) {
                 Some(d) => d.clone(),
                 None => self.buffer_padded(lm, land.dtype, rows, cols, pad_j),

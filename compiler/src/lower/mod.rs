@@ -147,6 +147,7 @@ struct Lowerer<'a> {
     data: Vec<DataSegment>,
     regions: Vec<(String, usize)>,
     packed: HashMap<(ValueId, String), MemTile>,
+    packed_panels: HashMap<(ValueId, String), (Vec<MemTile>, i64)>,
     contractions: Vec<Contraction>,
 }
 
@@ -172,6 +173,7 @@ pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, 
         data: Vec::new(),
         regions: Vec::new(),
         packed: HashMap::new(),
+        packed_panels: HashMap::new(),
         contractions: Vec::new(),
     };
     l.contractions = ops::contractions(&l.e);
@@ -717,6 +719,20 @@ enum Operand {
     Recip(Box<Operand>),
 }
 
+/// A run of a contraction operand staged on chip.
+#[derive(Clone, Debug)]
+struct Staged {
+    /// First reduction index it holds.
+    k0: i64,
+    /// Reduction indices it holds.
+    len: i64,
+    /// First index and extent of the other dimension.
+    other0: i64,
+    other: i64,
+    /// Where.
+    tile: MemTile,
+}
+
 /// How a matrix product is computed.
 #[derive(Clone, Debug)]
 struct MatMulPlan {
@@ -876,9 +892,12 @@ impl Lowerer<'_> {
     /// A constant operand of a contraction packed at home for tile access:
     /// in dimension order `dims` (roles), element type `dt`, padded with zeros
     /// to whole tiles.
-    fn packed_matrix(&mut self, v: ValueId, batch_row0: i64, dims: &[Role], dt: DType, p: &MatMulPlan) -> Result<MemTile, LowerError> {
+    /// `B` in its natural layout is cut into column panels one tile wide, each
+    /// a dense matrix starting aligned, so every tile's rows start aligned:
+    /// returns the panels and their width (0: one piece).
+    fn packed_matrix(&mut self, v: ValueId, batch_row0: i64, dims: &[Role], dt: DType, p: &MatMulPlan) -> Result<(Vec<MemTile>, i64), LowerError> {
         let key = (v, format!("mm:{batch_row0}:{dims:?}:{}:{}:{}:{}", dt.name(), p.tm, p.tn, p.tk));
-        if let Some(t) = self.packed.get(&key) {
+        if let Some(t) = self.packed_panels.get(&key) {
             return Ok(t.clone());
         }
         let t = &self.g.constants[&v];
@@ -903,61 +922,71 @@ impl Lowerer<'_> {
                 data[(oi * ocols + oj) as usize] = x;
             }
         }
-        let tile = self.padded(data, orows, ocols, dt).tile(self.home_mem(), 0, 0, orows, ocols);
-        self.packed.insert(key, tile.clone());
-        Ok(tile)
+        let pw = if !is_a && !transposed && ocols > p.tn { p.tn } else { 0 };
+        let panels = if pw == 0 {
+            vec![self.padded(data, orows, ocols, dt).tile(self.home_mem(), 0, 0, orows, ocols)]
+        } else {
+            (0..ocols / pw)
+                .map(|j| {
+                    let part: Vec<f64> = (0..orows).flat_map(|i| data[(i * ocols + j * pw) as usize..(i * ocols + (j + 1) * pw) as usize].to_vec()).collect();
+                    self.padded(part, orows, pw, dt).tile(self.home_mem(), 0, 0, orows, pw)
+                })
+                .collect()
+        };
+        self.packed_panels.insert(key, (panels.clone(), pw));
+        Ok((panels, pw))
     }
 
     /// The tile `[r.., c..]` (`h` x `w`) of batch `b` of a matrix product, in the contraction's result place.
     fn matmul_tile(&mut self, p: &MatMulPlan, b: usize, r: i64, c: i64, h: i64, w: i64) -> Result<Val, LowerError> {
         let form = p.set.clone().or_else(|| p.acc.clone()).ok_or_else(|| err("no contraction form"))?;
         let locs = form.locs(&self.e).ok_or_else(|| err("contraction operands without places"))?;
-        let def = &self.e.m.instructions[form.inst.index()];
-        // The result: a register or a buffer.
-        let mut kk = 0;
-        let mut first = true;
-        let t_shape_full = Contraction::shape(&form.t_dims, (p.tm, p.tn, p.tk));
+        // Exact rows and columns if the instruction takes them, else whole (zero-padded) tiles.
+        let exact = (if form.has(Role::M) { h } else { 1 }, if form.has(Role::N) { w } else { 1 });
+        let fits = |e: &Emitter, f: &Contraction, mnk| f.probe(e, mnk).is_some_and(|op| e.check(&op, f.inst).is_ok());
+        let (mr, nr) = if fits(&self.e, &form, (exact.0, exact.1, p.tk)) { exact } else { (p.tm, p.tn) };
         let t_val = match locs[0].place {
             Place::Reg(file) => Val::Reg(emit::RegTile { file, dtype: locs[0].dtype, reg: self.e.vreg(file), rows: h, cols: w }),
             Place::Mem(mem) => {
-                let mut t = self.e.buffer(mem, locs[0].dtype, p.tm.max(h), p.tn.max(w));
+                let mut t = self.e.buffer(mem, locs[0].dtype, mr.max(h), nr.max(w));
                 t.rows = h;
                 t.cols = w;
                 Val::Mem(t)
             }
         };
-        let _ = def;
         if p.set.is_none() {
-            self.zero(&t_val, &t_shape_full, locs[0])?;
+            let shape = Contraction::shape(&form.t_dims, (mr, nr, p.tk));
+            self.zero(&t_val, &shape, locs[0])?;
         }
+        let mut staged: [Option<Staged>; 2] = [None, None];
+        let mut kk = 0;
+        let mut first = true;
         while kk < p.k {
             let kw = p.tk.min(p.k - kk);
-            // Exact sizes if the instruction takes them, else whole (zero-padded) tiles.
-            let exact = (if form.has(Role::M) { h } else { 1 }, if form.has(Role::N) { w } else { 1 }, kw);
-            let full = (p.tm, p.tn, p.tk);
             let inst_form = if first { p.set.clone().unwrap_or_else(|| form.clone()) } else { p.acc.clone().ok_or_else(|| err("no accumulating form"))? };
-            let mnk = match inst_form.probe(&self.e, exact).map(|op| self.e.check(&op, inst_form.inst)) {
-                Some(Ok(())) => exact,
-                _ => full,
-            };
-            let a_t = self.contraction_operand(p, &inst_form, true, b, r, kk, mnk, locs[1])?;
-            if std::env::var("TESSERA_DEBUG").is_ok() { eprintln!("mm tile r{r} c{c} k{kk} mnk {mnk:?} plan tm{} tn{} tk{} a={a_t:?}", p.tm, p.tn, p.tk); }
-            let b_t = self.contraction_operand(p, &inst_form, false, b, kk, c, mnk, locs[2])?;
-            let shape_t = Contraction::shape(&inst_form.t_dims, mnk);
-            let shape_a = Contraction::shape(&inst_form.a_dims, mnk);
-            let shape_b = Contraction::shape(&inst_form.b_dims, mnk);
+            let mnk = if fits(&self.e, &inst_form, (mr, nr, kw)) { (mr, nr, kw) } else { (mr, nr, p.tk) };
+            let a_t = self.contraction_operand(p, &inst_form, true, b, (r, kk), mnk, locs[1], &mut staged[0])?;
+            let b_t = self.contraction_operand(p, &inst_form, false, b, (kk, c), mnk, locs[2], &mut staged[1])?;
             let tens = |v: &Val, shape: Vec<i64>| match v {
                 Val::Reg(x) => Emitter::reg_tensor(x.file, x.dtype, x.reg, shape),
                 Val::Mem(x) => Emitter::mem_tensor(x, shape),
             };
-            for v in [&a_t, &b_t] {
+            for v in [&a_t, &b_t, &t_val] {
                 if let Val::Mem(x) = v {
                     self.e.ready(x).map_err(err)?;
                 }
             }
-            let (ts, refs): (Vec<TileTensor>, Vec<Ref>) = [tens(&t_val, shape_t), tens(&a_t, shape_a), tens(&b_t, shape_b)].into_iter().unzip();
+            let (ts, refs): (Vec<TileTensor>, Vec<Ref>) = [
+                tens(&t_val, Contraction::shape(&inst_form.t_dims, mnk)),
+                tens(&a_t, Contraction::shape(&inst_form.a_dims, mnk)),
+                tens(&b_t, Contraction::shape(&inst_form.b_dims, mnk)),
+            ]
+            .into_iter()
+            .unzip();
             let op = inst_form.op(&self.e, ts, mnk).ok_or_else(|| err("contraction pattern"))?;
-            self.e.emit(&op, &refs, Some(inst_form.inst)).map_err(|e| err(format!("`{}`: {e}", self.e.m.instructions[inst_form.inst.index()].name)))?;
+            self.e
+                .emit(&op, &refs, Some(inst_form.inst))
+                .map_err(|e| err(format!("`{}`: {e}", self.e.m.instructions[inst_form.inst.index()].name)))?;
             first = false;
             kk += kw;
         }
@@ -985,7 +1014,11 @@ impl Lowerer<'_> {
         })
     }
 
-    /// Operand `A` (rows `r0..`, reduction `k0..`) or `B` (reduction `r0..`, columns `k0..`) of one contraction step, at `loc`.
+    /// Operand `A` (rows `r0..`, reduction `k0..`) or `B` (reduction `r0..`,
+    /// columns `k0..`) of one contraction step, at `loc`. Where the operand
+    /// reaches `loc` through registers or a strided memory operand, a whole
+    /// run of the reduction is first staged on chip (one transfer instead of
+    /// one per step) and each step takes its slice from there.
     #[allow(clippy::too_many_arguments)]
     fn contraction_operand(
         &mut self,
@@ -993,39 +1026,96 @@ impl Lowerer<'_> {
         form: &Contraction,
         is_a: bool,
         b: usize,
-        r0: i64,
-        c0: i64,
+        (r0, c0): (i64, i64),
         mnk: (i64, i64, i64),
         loc: Loc,
+        staged: &mut Option<Staged>,
     ) -> Result<Val, LowerError> {
         let (v, dims) = if is_a { (p.a, &form.a_dims) } else { (p.b, &form.b_dims) };
         let (rows, cols) = if is_a { (mnk.0, mnk.2) } else { (mnk.2, mnk.1) };
         let batch_row0 = if is_a { p.a_batch[b] } else { p.b_batch[b] };
         let shape = Contraction::shape(dims, mnk);
         let transposed = dims.len() == 2 && dims[0] == if is_a { Role::K } else { Role::N };
-        let src: MemTile = if self.g.constants.contains_key(&v) {
+        let whole: MemTile = if self.g.constants.contains_key(&v) {
             // Pack in the type the operand wants if the home memory can hold it, else the activation type.
             let here = Loc { place: Place::Mem(self.home_mem()), dtype: loc.dtype };
             let dt = if loc.place == Place::Mem(self.home_mem()) || self.info.path(&[here], loc).is_some() { loc.dtype } else { self.act };
-            let whole = self.packed_matrix(v, batch_row0, dims, dt, p)?;
             if loc.place == Place::Mem(self.home_mem()) {
                 return self.resident_tile(v, batch_row0, dims, dt, p, r0, c0, mnk, form, is_a);
             }
-            if transposed { whole.view(c0, r0, cols, rows) } else { whole.view(r0, c0, rows, cols) }
+            let (panels, pw) = self.packed_matrix(v, batch_row0, dims, dt, p)?;
+            if pw > 0 {
+                // Column `c0` of B is column `c0 % pw` of its panel.
+                let panel = panels.get((c0 / pw) as usize).cloned().ok_or_else(|| err("panel out of range"))?;
+                return self.contraction_slice(p, panel, is_a, (r0, c0 % pw), (rows, cols), transposed, loc, form, staged);
+            }
+            panels[0].clone()
         } else {
             let home = self.homes.get(&v).cloned().ok_or_else(|| err("operand without a home"))?;
-            home.tile(self.home_mem(), batch_row0 + r0, c0, rows, cols)
+            let (hr, hc) = if is_a { (p.m, p.k) } else { (p.k, p.n) };
+            home.tile(self.home_mem(), batch_row0, 0, hr, hc)
         };
-        // One-dimensional operands are a row (A without M: a row of the reduction; B without N: likewise).
-        let src = if shape.len() == 1 {
-            if transposed || (src.rows != 1 && src.cols == 1) { src.view(0, 0, src.rows, 1) } else { src.view(0, 0, 1, src.cols) }
-        } else {
-            src
-        };
-        if shape.len() == 1 && src.rows != 1 {
-            return Err(err("a column operand of a one-dimensional contraction is not supported yet"));
+        if shape.len() == 1 && rows != 1 && cols != 1 {
+            return Err(err("a one-dimensional contraction operand with two dimensions"));
         }
-        self.e.to_loc(Val::Mem(src), loc, None, false).map_err(err)
+        self.contraction_slice(p, whole, is_a, (r0, c0), (rows, cols), transposed, loc, form, staged)
+    }
+
+    /// The `(r0, c0)` slice of `rows` x `cols` of operand matrix `whole` at `loc`, staged (see [`Self::contraction_operand`]).
+    #[allow(clippy::too_many_arguments)]
+    fn contraction_slice(
+        &mut self,
+        p: &MatMulPlan,
+        whole: MemTile,
+        is_a: bool,
+        (r0, c0): (i64, i64),
+        (rows, cols): (i64, i64),
+        transposed: bool,
+        loc: Loc,
+        form: &Contraction,
+        staged: &mut Option<Staged>,
+    ) -> Result<Val, LowerError> {
+        // Where the slices are taken from: the last memory on the way to `loc`, or `loc` itself if strided.
+        let def = &self.e.m.instructions[form.inst.index()];
+        let strided = matches!(&def.operands[if is_a { form.a } else { form.b }].kind, OperandKind::Mem { stride: Some(_), .. });
+        let stage_loc = match loc.place {
+            _ if transposed => None,
+            Place::Reg(_) => self.info.path(&[whole.loc()], loc).and_then(|(_, chain)| {
+                chain.iter().rev().map(|&ci| self.info.copies[ci].from).find(|l| matches!(l.place, Place::Mem(_)))
+            }),
+            Place::Mem(_) if strided => Some(loc),
+            Place::Mem(_) => None,
+        }
+        .filter(|l| *l != whole.loc());
+        let Some(stage_loc) = stage_loc else {
+            let src = if transposed { whole.view(c0, r0, cols, rows) } else { whole.view(r0, c0, rows, cols) };
+            return self.e.to_loc(Val::Mem(src), loc, None, false).map_err(err);
+        };
+        // The reduction offset of this step and the extent of the other dimension.
+        let (k0, other0, other) = if is_a { (c0, r0, rows) } else { (r0, c0, cols) };
+        let kstep = if is_a { cols } else { rows };
+        let fresh = staged.as_ref().is_none_or(|s| k0 < s.k0 || k0 + kstep > s.k0 + s.len || s.other0 != other0 || s.other != other);
+        if fresh {
+            let Place::Mem(sm) = stage_loc.place else { unreachable!() };
+            let esz = 4i64.max(stage_loc.dtype.bytes() as i64);
+            let budget = self.e.m.memories[sm.index()].size.value / 8 / (other.max(1) * esz);
+            let step = p.tk.max(1);
+            let run = (budget / step).max(1) * step;
+            let len = machine::rup(p.k - k0, step).min(run).max(kstep);
+            let src = if is_a { whole.view(r0, k0, rows, len) } else { whole.view(k0, c0, len, cols) };
+            let pad = self.info.path(&[stage_loc], loc).and_then(|(_, ch)| ch.first().map(|&ci| self.info.copies[ci].needs_padding())).unwrap_or(false);
+            let tile = match self.e.to_loc(Val::Mem(src), stage_loc, None, pad).map_err(err)? {
+                Val::Mem(t) => t,
+                Val::Reg(_) => return Err(err("staged operand landed in a register")),
+            };
+            *staged = Some(Staged { k0, len, other0, other, tile });
+        }
+        let s = staged.as_ref().ok_or_else(|| err("staging"))?;
+        let slice = if is_a { s.tile.view(0, k0 - s.k0, rows, cols) } else { s.tile.view(k0 - s.k0, 0, rows, cols) };
+        if Place::Mem(slice.mem) == loc.place && slice.dtype == loc.dtype {
+            return Ok(Val::Mem(slice));
+        }
+        self.e.to_loc(Val::Mem(slice), loc, None, false).map_err(err)
     }
 
     /// A tile of a constant operand kept resident at home in the exact layout

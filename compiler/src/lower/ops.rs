@@ -226,19 +226,28 @@ fn reg_chain(e: &mut Emitter, input: Val, steps: &[Step], forms: &[EwForm], loc:
         })
     };
     let (rows, cols) = input.dims();
-    let l0 = land(e, &input)?;
     // Landing buffers are padded when the loads from them write whole registers.
-    let pad = e
-        .info
-        .path(&[l0], loc)
-        .and_then(|(_, chain)| chain.first().map(|&c| e.info.copies[c].needs_padding()))
-        .unwrap_or(false);
-    let input = to_mem(e, input, l0, pad)?;
+    let pad_for = |e: &Emitter, l: Loc| {
+        e.info
+            .path(&[l], loc)
+            .and_then(|(_, chain)| chain.first().map(|&c| e.info.copies[c].needs_padding()))
+            .unwrap_or(false)
+    };
+    // A value already in one register of the file is used where it is.
+    let in_reg = matches!(&input, Val::Reg(r) if r.file == file && rows <= gr && cols <= gc);
+    let input = if in_reg {
+        input
+    } else {
+        let l0 = land(e, &input)?;
+        let pad = pad_for(e, l0);
+        Val::Mem(to_mem(e, input, l0, pad)?)
+    };
     let mut others = Vec::new();
     for s in steps {
         others.push(match &s.other {
             Some(o) => {
                 let l = land(e, o)?;
+                let pad = pad_for(e, l);
                 Some(to_mem(e, o.clone(), l, pad)?)
             }
             None => None,
@@ -261,7 +270,10 @@ fn reg_chain(e: &mut Emitter, input: Val, steps: &[Step], forms: &[EwForm], loc:
         let mut c = 0;
         while c < cols {
             let w = gc.min(cols - c);
-            let mut x = e.to_loc(Val::Mem(input.view(r, c, h, w)), loc, None, false)?;
+            let mut x = match &input {
+                Val::Mem(t) => e.to_loc(Val::Mem(t.view(r, c, h, w)), loc, None, false)?,
+                Val::Reg(_) => input.clone(),
+            };
             for ((s, f), o) in steps.iter().zip(forms).zip(&others) {
                 let y = match o {
                     Some(o) => Some(e.to_loc(Val::Mem(o.view(r, c, h, w)), loc, None, false)?),
