@@ -27,6 +27,8 @@
 use isa_specs::Machine;
 use isa_specs::model::{Hazards, SlotId};
 use isa_specs::target::{Bundle, MInst};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use targets::sim::{Effects, Place};
 
 /// One instruction's scheduling facts.
@@ -54,27 +56,6 @@ struct Edge {
     delay: u64,
     /// A wait on what `from` signals: the machine enforces it by stalling.
     signal: bool,
-}
-
-fn overlaps(a: &Place, b: &Place) -> bool {
-    match (a, b) {
-        (Place::Reg { file: f1, reg: r1 }, Place::Reg { file: f2, reg: r2 }) => {
-            f1 == f2 && r1 == r2
-        }
-        (
-            Place::Mem {
-                mem: m1,
-                start: s1,
-                end: e1,
-            },
-            Place::Mem {
-                mem: m2,
-                start: s2,
-                end: e2,
-            },
-        ) => m1 == m2 && s1 < e2 && s2 < e1,
-        _ => false,
-    }
 }
 
 fn infos(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Info> {
@@ -122,48 +103,114 @@ fn infos(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Info> {
         .collect()
 }
 
+/// Who last wrote a place and who read it since.
+#[derive(Clone, Debug, Default)]
+struct Record {
+    writer: Option<usize>,
+    readers: Vec<usize>,
+}
+
+/// Dependencies, found in one pass over the program with, per register, its
+/// last writer and readers since, and per memory the same for byte ranges (a
+/// write covering a range retires its record). Only the edges that bind are
+/// made: an instruction after a barrier depends on the latest barrier alone,
+/// a wait on the signals since the previous wait on its semaphore.
 fn edges(infos: &[Info]) -> Vec<Edge> {
-    let mut out = Vec::new();
-    for to in 0..infos.len() {
-        for from in 0..to {
-            let (a, b) = (&infos[from], &infos[to]);
-            let raw = a
-                .writes
-                .iter()
-                .any(|w| b.reads.iter().any(|r| overlaps(w, r)));
-            let waw = a
-                .writes
-                .iter()
-                .any(|w| b.writes.iter().any(|x| overlaps(w, x)));
-            let war = a
-                .reads
-                .iter()
-                .any(|r| b.writes.iter().any(|w| overlaps(r, w)));
-            let mut delay = None::<u64>;
-            let signal = a.signals.iter().any(|s| b.waits.contains(s));
-            let mut need = |d: u64| delay = Some(delay.map_or(d, |x| x.max(d)));
-            if a.before_all || b.after_all {
-                // Program order only: the simulator stalls waits and fences until what they wait for is done.
-                need(1);
+    use std::collections::HashMap;
+    let mut out: Vec<Edge> = Vec::new();
+    let mut regs: HashMap<(usize, u32), Record> = HashMap::new();
+    let mut mems: HashMap<usize, Vec<(i64, i64, Record)>> = HashMap::new();
+    let mut last_barrier: Option<usize> = None;
+    let mut since_all: Vec<usize> = Vec::new();
+    let mut signalers: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
+    for (to, b) in infos.iter().enumerate() {
+        // (from, delay, signal) for this instruction; merged per `from` below.
+        let mut need: Vec<(usize, u64, bool)> = Vec::new();
+        if let Some(bar) = last_barrier {
+            need.push((bar, 1, false));
+        }
+        if b.after_all {
+            need.extend(since_all.drain(..).map(|f| (f, 1, false)));
+        }
+        for w in &b.waits {
+            for f in signalers.remove(w).unwrap_or_default() {
+                need.push((f, infos[f].latency, true));
             }
-            if raw || waw {
-                // The value (or the earlier write) must have landed.
-                need(a.latency);
+        }
+        let dep = |rec: &Record, write: bool, need: &mut Vec<(usize, u64, bool)>| {
+            if let Some(f) = rec.writer {
+                need.push((f, infos[f].latency, false));
             }
-            if signal {
-                // A wait is satisfied when the signalling instruction completes.
-                need(a.latency);
+            if write {
+                need.extend(rec.readers.iter().map(|&f| (f, 1, false)));
             }
-            if war {
-                need(1);
+        };
+        for (place, write) in b.reads.iter().map(|p| (p, false)).chain(b.writes.iter().map(|p| (p, true))) {
+            match *place {
+                Place::Reg { file, reg } => {
+                    if let Some(rec) = regs.get(&(file, reg)) {
+                        dep(rec, write, &mut need);
+                    }
+                }
+                Place::Mem { mem, start, end } => {
+                    for (s0, e0, rec) in mems.get(&mem).into_iter().flatten() {
+                        if *s0 < end && start < *e0 {
+                            dep(rec, write, &mut need);
+                        }
+                    }
+                }
             }
-            if let Some(delay) = delay {
-                out.push(Edge {
-                    from,
-                    to,
-                    delay,
-                    signal,
-                });
+        }
+        // Record this instruction's accesses (reads first: an instruction reading and writing a place is its writer).
+        for place in &b.reads {
+            match *place {
+                Place::Reg { file, reg } => regs.entry((file, reg)).or_default().readers.push(to),
+                Place::Mem { mem, start, end } => {
+                    let recs = mems.entry(mem).or_default();
+                    let mut found = false;
+                    for (s0, e0, rec) in recs.iter_mut() {
+                        if *s0 < end && start < *e0 {
+                            rec.readers.push(to);
+                            found |= *s0 <= start && end <= *e0;
+                        }
+                    }
+                    if !found {
+                        recs.push((start, end, Record { writer: None, readers: vec![to] }));
+                    }
+                }
+            }
+        }
+        for place in &b.writes {
+            match *place {
+                Place::Reg { file, reg } => {
+                    regs.insert((file, reg), Record { writer: Some(to), readers: Vec::new() });
+                }
+                Place::Mem { mem, start, end } => {
+                    let recs = mems.entry(mem).or_default();
+                    recs.retain(|(s0, e0, _)| !(start <= *s0 && *e0 <= end));
+                    recs.push((start, end, Record { writer: Some(to), readers: Vec::new() }));
+                }
+            }
+        }
+        for sg in &b.signals {
+            signalers.entry(*sg).or_default().push(to);
+        }
+        if b.before_all {
+            last_barrier = Some(to);
+        }
+        since_all.push(to);
+        need.sort_unstable_by_key(|(f, _, _)| *f);
+        let mut k = 0;
+        while k < need.len() {
+            let from = need[k].0;
+            let (mut delay, mut signal) = (0, false);
+            while k < need.len() && need[k].0 == from {
+                delay = delay.max(need[k].1);
+                signal |= need[k].2;
+                k += 1;
+            }
+            if from != to {
+                out.push(Edge { from, to, delay, signal });
             }
         }
     }
@@ -187,7 +234,8 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
     let infos = infos(t, m, insts);
     let edges = edges(&infos);
     let prio = priorities(&infos, &edges);
-    let mut issue: Vec<Option<u64>> = vec![None; insts.len()];
+    let n = insts.len();
+    let mut issue: Vec<Option<u64>> = vec![None; n];
     let mut unit_free: Vec<Vec<u64>> = m
         .units
         .iter()
@@ -195,50 +243,59 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
         .collect();
     let mut bundles: Vec<Bundle> = Vec::new();
     let mut has_wait: Vec<bool> = Vec::new();
-    let mut preds: Vec<Vec<&Edge>> = vec![Vec::new(); insts.len()];
+    let mut succs: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
+    let mut remaining = vec![0usize; n];
+    let mut earliest = vec![0u64; n];
     for e in &edges {
-        preds[e.to].push(e);
+        succs[e.from].push((e.to, e.delay));
+        remaining[e.to] += 1;
     }
-    let mut waiting: Vec<usize> = (0..insts.len()).collect();
+    // Instructions whose predecessors have all issued, by the cycle they may issue.
+    let mut timed: BinaryHeap<Reverse<(u64, usize)>> = (0..n)
+        .filter(|&i| remaining[i] == 0)
+        .map(|i| Reverse((0, i)))
+        .collect();
+    // Ready now, highest priority first.
+    let mut ready: BinaryHeap<(u64, Reverse<usize>)> = BinaryHeap::new();
+    let mut left = n;
     let mut cycle = 0u64;
-    while !waiting.is_empty() {
+    while left > 0 {
+        while let Some(Reverse((c, i))) = timed.peek().copied() {
+            if c > cycle {
+                break;
+            }
+            timed.pop();
+            ready.push((prio[i], Reverse(i)));
+        }
         let mut used_slots: Vec<SlotId> = Vec::new();
         let mut bundle = Bundle::default();
-        let mut ready: Vec<usize> = waiting
-            .iter()
-            .copied()
-            .filter(|&i| {
-                preds[i]
-                    .iter()
-                    .all(|e| issue[e.from].is_some_and(|s| s + e.delay <= cycle))
-            })
-            .collect();
-        ready.sort_by_key(|&i| (std::cmp::Reverse(prio[i]), i));
-        for i in ready {
+        let mut blocked = Vec::new();
+        let mut wait_here = false;
+        while let Some((pr, Reverse(i))) = ready.pop() {
             // Same-cycle edges (delay 0) never occur: every edge delays at least one cycle.
-            let Some(copy) = unit_free[infos[i].unit].iter().position(|f| *f <= cycle) else {
-                continue;
-            };
-            let Some(slot) = infos[i]
-                .slots
-                .iter()
-                .copied()
-                .find(|s| !used_slots.contains(s))
-            else {
+            let copy = unit_free[infos[i].unit].iter().position(|f| *f <= cycle);
+            let slot = infos[i].slots.iter().copied().find(|s| !used_slots.contains(s));
+            let (Some(copy), Some(slot)) = (copy, slot) else {
+                blocked.push((pr, Reverse(i)));
                 continue;
             };
             used_slots.push(slot);
             unit_free[infos[i].unit][copy] = cycle + infos[i].busy;
             issue[i] = Some(cycle);
+            wait_here |= !infos[i].waits.is_empty();
             bundle.ops.push((slot, insts[i].clone()));
+            left -= 1;
+            for &(to, delay) in &succs[i] {
+                earliest[to] = earliest[to].max(cycle + delay);
+                remaining[to] -= 1;
+                if remaining[to] == 0 {
+                    timed.push(Reverse((earliest[to], to)));
+                }
+            }
         }
+        ready.extend(blocked);
         bundle.ops.sort_by_key(|(s, _)| *s);
-        has_wait.push(
-            waiting
-                .iter()
-                .any(|&i| issue[i] == Some(cycle) && !infos[i].waits.is_empty()),
-        );
-        waiting.retain(|&i| issue[i].is_none());
+        has_wait.push(wait_here);
         bundles.push(bundle);
         cycle += 1;
     }
@@ -281,10 +338,16 @@ pub fn check(
     let mut errors = Vec::new();
     // Where each instruction went: match instances in order of appearance.
     let mut placed: Vec<Option<u64>> = vec![None; program_order.len()];
+    let mut by_text: std::collections::HashMap<String, std::collections::VecDeque<usize>> =
+        std::collections::HashMap::new();
+    for (i, inst) in program_order.iter().enumerate() {
+        by_text.entry(format!("{inst:?}")).or_default().push_back(i);
+    }
     for (cycle, b) in bundles.iter().enumerate() {
         for (slot, inst) in &b.ops {
-            match (0..program_order.len())
-                .find(|&i| placed[i].is_none() && &program_order[i] == inst)
+            match by_text
+                .get_mut(&format!("{inst:?}"))
+                .and_then(std::collections::VecDeque::pop_front)
             {
                 Some(i) => {
                     placed[i] = Some(cycle as u64);
@@ -318,12 +381,15 @@ pub fn check(
     }
     // Bundles issue one per cycle, in order; a bundle with a wait stalls until its signal.
     let mut bundle_cycle: Vec<u64> = Vec::with_capacity(bundles.len());
+    let mut signal_edges: Vec<Vec<&Edge>> = vec![Vec::new(); bundles.len()];
+    for e in edges.iter().filter(|e| e.signal) {
+        if let Some(k) = placed[e.to] {
+            signal_edges[k as usize].push(e);
+        }
+    }
     for k in 0..bundles.len() {
         let mut c = bundle_cycle.last().map_or(0, |p| p + 1);
-        for e in edges
-            .iter()
-            .filter(|e| e.signal && placed[e.to] == Some(k as u64))
-        {
+        for e in &signal_edges[k] {
             if let Some(a) = placed[e.from] {
                 c = c.max(bundle_cycle.get(a as usize).copied().unwrap_or(0) + e.delay);
             }
@@ -344,12 +410,19 @@ pub fn check(
     // Unit copies: at no cycle more instructions busy on a unit than it has copies (on exposed
     // machines, where bundle positions are cycles; interlocked hardware stalls for a free copy).
     for (u, unit) in m.units.iter().enumerate().filter(|_| !interlocked) {
-        let spans: Vec<(u64, u64)> = (0..program_order.len())
+        let mut spans: Vec<(u64, u64)> = (0..program_order.len())
             .filter(|&i| infos[i].unit == u)
             .filter_map(|i| at(i).map(|s| (s, s + infos[i].busy)))
             .collect();
-        for (s, _) in &spans {
-            let active = spans.iter().filter(|(a, b)| a <= s && s < b).count();
+        spans.sort_unstable();
+        // Sweep: the ends of the spans still busy, soonest first.
+        let mut busy: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
+        for (s, e) in &spans {
+            while busy.peek().is_some_and(|Reverse(end)| end <= s) {
+                busy.pop();
+            }
+            busy.push(Reverse(*e));
+            let active = busy.len();
             if active as i64 > unit.count.value.max(1) {
                 errors.push(format!(
                     "cycle {s}: {active} instructions busy on unit `{}`, which has {}",
