@@ -1,6 +1,7 @@
 //! Argument definitions and dispatch for `tessera`.
 
 mod check;
+mod compile;
 mod program;
 mod sim;
 mod targets;
@@ -52,7 +53,30 @@ enum Command {
     /// Write a target's ISA reference manual (Markdown and HTML).
     #[command(after_help = EXIT_CODES)]
     Doc(sim::DocArgs),
+    /// Compile an ONNX model into a program for a target; print any stage (--emit).
+    #[command(after_help = COMPILE_EXIT_CODES)]
+    Compile(compile::CompileArgs),
+    /// Compile an ONNX model, run it on the target's simulator, and check the outputs
+    /// against the reference interpreter (and expected outputs, when given).
+    #[command(after_help = RUN_EXIT_CODES)]
+    Run(compile::RunArgs),
+    /// Compile and run a bundled example model on the default target (no arguments needed).
+    #[command(after_help = RUN_EXIT_CODES)]
+    Demo(compile::DemoArgs),
 }
+
+const COMPILE_EXIT_CODES: &str = "\
+Exit codes:
+  0  compiled
+  1  the model is malformed or uses what the importer does not support (the op,
+     node and opset are named), or the target cannot compile it (what it lacks is named)
+  2  usage error: bad arguments, unknown target, output not writable";
+
+const RUN_EXIT_CODES: &str = "\
+Exit codes:
+  0  every output is within tolerance of the reference interpreter
+  1  an output is not, or the model does not compile, or the simulation faulted
+  2  usage error: bad arguments, unknown target, unreadable test data";
 
 const SIM_EXIT_CODES: &str = "\
 Exit codes:
@@ -80,6 +104,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Disasm(args) => program::disasm(&args),
         Command::Sim(args) => sim::sim(&args),
         Command::Doc(args) => sim::doc(&args),
+        Command::Compile(args) => compile::compile(&args),
+        Command::Run(args) => compile::run(&args),
+        Command::Demo(args) => compile::demo(&args),
     }
 }
 

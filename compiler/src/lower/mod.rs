@@ -92,6 +92,38 @@ pub struct Compiled {
     pub min_home_bytes: u64,
 }
 
+/// The roofline bound of a compiled model: neither the compute units nor the
+/// home memory can do better.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Roofline {
+    /// MACs over the machine's peak MACs per cycle (all units, all copies).
+    pub compute_cycles: u64,
+    /// Bytes that must cross the home memory over its bandwidth.
+    pub memory_cycles: u64,
+    /// The larger of the two.
+    pub cycles: u64,
+}
+
+impl Compiled {
+    /// The roofline bound on machine `m`.
+    pub fn roofline(&self, m: &Machine) -> Roofline {
+        let peak: i64 = m.units.iter().map(|u| u.macs_per_cycle.value * u.count.value.max(1)).sum();
+        let home = m
+            .memories
+            .iter()
+            .filter(|x| x.kind.off_chip())
+            .max_by_key(|x| x.size.value);
+        let bw = home.map_or(1, |x| x.bandwidth.value.max(1)) as u64;
+        let compute_cycles = if peak > 0 { self.macs.div_ceil(peak as u64) } else { 0 };
+        let memory_cycles = self.min_home_bytes.div_ceil(bw);
+        Roofline {
+            compute_cycles,
+            memory_cycles,
+            cycles: compute_cycles.max(memory_cycles).max(1),
+        }
+    }
+}
+
 /// Where a value lives in the home memory.
 #[derive(Clone, Debug, PartialEq)]
 struct Home {

@@ -55,6 +55,11 @@ pub fn read_tensor_file(path: impl AsRef<Path>) -> Result<(String, Tensor), Impo
     Ok((proto.name, tensor))
 }
 
+/// Decodes one serialized `TensorProto` (the contents of a backend-test `.pb` file).
+pub fn read_tensor(bytes: &[u8]) -> Result<Tensor, ImportError> {
+    tensor_from_proto(&TensorProto::decode(bytes)?)
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, ImportError> {
     std::fs::read(path).map_err(|source| ImportError::Io {
         path: path.to_owned(),

@@ -19,6 +19,6 @@ mod tensor;
 pub use error::{ImportError, NodeRef};
 pub use import::{
     ImportOptions, OPSETS, import, import_file, import_file_with, import_model, import_with,
-    read_tensor_file,
+    read_tensor, read_tensor_file,
 };
 pub use tensor::{MAX_ELEMENTS, data_type, elem_type, tensor_from_proto};

@@ -1,0 +1,396 @@
+//! `tessera compile`, `tessera run` and `tessera demo`: ONNX models to programs,
+//! simulated and checked against the reference interpreter.
+
+use super::{EXIT_ERRORS, EXIT_OK, Format, TargetArgs};
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use compiler::ir::{Graph, Tensor};
+use compiler::lower::Compiled;
+use compiler::run::{RunError, RunResult};
+use isa_specs::Machine;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// A stage `tessera compile --emit` can print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Stage {
+    /// The graph after import, canonicalisation and constant folding.
+    Ir,
+    /// The program as assembly (`tessera asm` reads it back).
+    Asm,
+    /// The bundles with their issue slots and each instruction's unit and latency.
+    Schedule,
+    /// Regions, instruction counts, buffer use and the roofline bound.
+    Report,
+}
+
+/// Arguments of `tessera compile`.
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    /// The ONNX model.
+    model: PathBuf,
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Where to write the program (.tsr).
+    #[arg(short, long, value_name = "OUT.tsr")]
+    output: Option<PathBuf>,
+    /// Stages to print (comma-separated): ir, asm, schedule, report.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    emit: Vec<Stage>,
+    /// Size of a symbolic input dimension: `--dim batch=1` (repeatable).
+    #[arg(long = "dim", value_name = "NAME=SIZE", value_parser = parse_dim)]
+    dims: Vec<(String, usize)>,
+    /// Output format of the emitted stages.
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+}
+
+/// Arguments of `tessera run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The ONNX model.
+    model: PathBuf,
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Test data in the ONNX backend-test layout: `input_<i>.pb` and, optionally,
+    /// `output_<i>.pb` (TensorProto files). Without it, inputs are seeded random.
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Size of a symbolic input dimension: `--dim batch=1` (repeatable).
+    #[arg(long = "dim", value_name = "NAME=SIZE", value_parser = parse_dim)]
+    dims: Vec<(String, usize)>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+}
+
+/// Arguments of `tessera demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Target machine (see `tessera targets`).
+    #[arg(long, short = 't', default_value = "vliw-systolic")]
+    target: String,
+}
+
+fn parse_dim(s: &str) -> Result<(String, usize), String> {
+    let (k, v) = s.split_once('=').ok_or("expected NAME=SIZE")?;
+    let v = v.trim().parse::<usize>().map_err(|e| format!("`{v}`: {e}"))?;
+    Ok((k.trim().to_owned(), v))
+}
+
+/// Imports, verifies and folds a model; import errors are printed.
+fn load_model(path: &Path, dims: &[(String, usize)]) -> anyhow::Result<Option<Graph>> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    model_from_bytes(&bytes, &path.display().to_string(), dims)
+}
+
+fn model_from_bytes(bytes: &[u8], name: &str, dims: &[(String, usize)]) -> anyhow::Result<Option<Graph>> {
+    let options = compiler::onnx::ImportOptions {
+        dims: dims.iter().cloned().collect(),
+    };
+    let mut g = match compiler::onnx::import_with(bytes, &options) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {name}: {e}");
+            return Ok(None);
+        }
+    };
+    compiler::interp::fold_constants(&mut g);
+    if let Err(errors) = compiler::ir::verify(&g) {
+        for e in errors {
+            eprintln!("error: {name}: IR verifier: {e}");
+        }
+        return Ok(None);
+    }
+    Ok(Some(g))
+}
+
+/// `tessera compile`.
+pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
+    let (t, m) = args.target.resolve()?;
+    let Some(g) = load_model(&args.model, &args.dims)? else {
+        return Ok(ExitCode::from(EXIT_ERRORS));
+    };
+    let started = std::time::Instant::now();
+    let c = match compiler::lower::compile(t, &m, &g) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {}: cannot compile for `{}`: {e}", args.model.display(), m.name);
+            return Ok(ExitCode::from(EXIT_ERRORS));
+        }
+    };
+    let elapsed = started.elapsed();
+    if let Some(out) = &args.output {
+        c.program.save(out).with_context(|| format!("cannot write {}", out.display()))?;
+    }
+    let mut json = serde_json::Map::new();
+    for stage in &args.emit {
+        let (key, text, value) = match stage {
+            Stage::Ir => ("ir", g.to_string(), ir_json(&g)),
+            Stage::Asm => {
+                let text = isa_specs::assembly::disassemble(t.isa(), &m, &c.program).map_err(|e| anyhow::anyhow!("{e}"))?;
+                ("asm", text.clone(), serde_json::Value::String(text))
+            }
+            Stage::Schedule => ("schedule", schedule_text(t, &m, &c), schedule_json(t, &m, &c)),
+            Stage::Report => {
+                let r = report_json(&m, &c, elapsed.as_secs_f64());
+                ("report", report_text(&m, &c, elapsed.as_secs_f64()), r)
+            }
+        };
+        match args.format {
+            Format::Human => {
+                println!("== {key} ==");
+                print!("{text}");
+                if !text.ends_with('\n') {
+                    println!();
+                }
+            }
+            Format::Json => {
+                json.insert(key.to_owned(), value);
+            }
+        }
+    }
+    if args.format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(json))?);
+    }
+    eprintln!(
+        "{}: {} bundles for `{}` in {:.1} ms{}",
+        args.model.display(),
+        c.bundles.len(),
+        m.name,
+        elapsed.as_secs_f64() * 1e3,
+        args.output.as_ref().map(|o| format!(", written to {}", o.display())).unwrap_or_default()
+    );
+    Ok(ExitCode::from(EXIT_OK))
+}
+
+fn ir_json(g: &Graph) -> serde_json::Value {
+    let name = |v: &compiler::ir::ValueId| g.values[v.index()].name.clone();
+    serde_json::json!({
+        "inputs": g.inputs.iter().map(|v| serde_json::json!({"name": name(v), "type": g.ty(*v).to_string()})).collect::<Vec<_>>(),
+        "outputs": g.outputs.iter().map(name).collect::<Vec<_>>(),
+        "constants": g.constants.iter().map(|(v, t)| serde_json::json!({"name": name(v), "type": t.ty.to_string()})).collect::<Vec<_>>(),
+        "nodes": g.nodes.iter().map(|n| serde_json::json!({
+            "name": n.name,
+            "op": n.op.name(),
+            "inputs": n.inputs.iter().map(name).collect::<Vec<_>>(),
+            "outputs": n.outputs.iter().map(|v| serde_json::json!({"name": name(v), "type": g.ty(*v).to_string()})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn schedule_text(t: &targets::Target, m: &Machine, c: &Compiled) -> String {
+    let mut out = String::new();
+    for (k, b) in c.bundles.iter().enumerate() {
+        out.push_str(&format!("{k:>6}  {}\n", isa_specs::target::print_bundle(t.isa(), m, b)));
+    }
+    out
+}
+
+fn schedule_json(t: &targets::Target, m: &Machine, c: &Compiled) -> serde_json::Value {
+    c.bundles
+        .iter()
+        .map(|b| {
+            b.ops
+                .iter()
+                .map(|(slot, i)| {
+                    let def = &m.instructions[i.inst.index()];
+                    serde_json::json!({
+                        "slot": m.slots[slot.index()].name,
+                        "unit": m.units[def.timing.unit.index()].name,
+                        "latency": t.isa().latency(m, i),
+                        "occupancy": t.isa().occupancy(m, i),
+                        "asm": t.isa().print_inst(m, i),
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect::<Vec<_>>()
+        .into()
+}
+
+fn report_json(m: &Machine, c: &Compiled, seconds: f64) -> serde_json::Value {
+    serde_json::json!({
+        "target": m.name,
+        "compile_seconds": seconds,
+        "bundles": c.bundles.len(),
+        "instructions": c.insts.len(),
+        "code_bytes": c.program.code.len(),
+        "data_bytes": c.program.data.iter().map(|d| d.bytes.len()).sum::<usize>(),
+        "macs": c.macs,
+        "roofline": c.roofline(m),
+        "regions": c.regions.iter().map(|(r, n)| serde_json::json!({"region": r, "instructions": n})).collect::<Vec<_>>(),
+        "buffers": c.buffers.iter().map(|(mem, peak, cap)| serde_json::json!({"memory": mem, "peak_bytes": peak, "capacity": cap})).collect::<Vec<_>>(),
+    })
+}
+
+fn report_text(m: &Machine, c: &Compiled, seconds: f64) -> String {
+    let r = c.roofline(m);
+    let mut s = format!(
+        "target        {}\ncompile time  {:.1} ms\ncode          {} bundles, {} instructions, {} bytes\nconstants     {} bytes\nMACs          {}\nroofline      {} cycles (compute {}, home memory {})\nregions\n",
+        m.name,
+        seconds * 1e3,
+        c.bundles.len(),
+        c.insts.len(),
+        c.program.code.len(),
+        c.program.data.iter().map(|d| d.bytes.len()).sum::<usize>(),
+        c.macs,
+        r.cycles,
+        r.compute_cycles,
+        r.memory_cycles
+    );
+    for (region, n) in &c.regions {
+        s.push_str(&format!("  {n:>7} instructions  {region}\n"));
+    }
+    s.push_str("on-chip buffers\n");
+    for (mem, peak, cap) in &c.buffers {
+        s.push_str(&format!("  {mem:<10} peak {peak} of {cap} bytes\n"));
+    }
+    s
+}
+
+/// Reads `input_<i>.pb` for every input and any `output_<i>.pb`.
+fn read_data(dir: &Path, g: &Graph) -> anyhow::Result<(Vec<Tensor>, Option<Vec<Tensor>>)> {
+    let mut inputs = Vec::new();
+    for i in 0..g.inputs.len() {
+        let p = dir.join(format!("input_{i}.pb"));
+        let (_, t) = compiler::onnx::read_tensor_file(&p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        inputs.push(t);
+    }
+    let mut expected = Vec::new();
+    for i in 0..g.outputs.len() {
+        let p = dir.join(format!("output_{i}.pb"));
+        if !p.exists() {
+            break;
+        }
+        let (_, t) = compiler::onnx::read_tensor_file(&p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        expected.push(t);
+    }
+    let expected = (expected.len() == g.outputs.len()).then_some(expected);
+    Ok((inputs, expected))
+}
+
+/// The JSON of a run (the fields `tessera run --format json` documents).
+pub fn run_json(m: &Machine, r: &RunResult) -> serde_json::Value {
+    let roof = r.compiled.roofline(m);
+    serde_json::json!({
+        "target": m.name,
+        "cycles": r.report.cycles,
+        "seconds": r.report.seconds,
+        "roofline_cycles": roof.cycles,
+        "roofline": roof,
+        "efficiency": roof.cycles as f64 / r.report.cycles.max(1) as f64,
+        "utilisation": r.report.units.iter().map(|u| (u.name.clone(), serde_json::json!(u.utilisation))).collect::<serde_json::Map<_, _>>(),
+        "bytes": r.report.memories.iter().map(|x| (x.name.clone(), serde_json::json!({"read": x.bytes_read, "written": x.bytes_written}))).collect::<serde_json::Map<_, _>>(),
+        "energy_pj": r.report.energy_pj,
+        "bundles": r.report.bundles,
+        "instructions": r.report.instructions,
+        "compute_dtype": r.compute_dtype.name(),
+        "tolerance": r.tolerance,
+        "outputs": r.checks,
+    })
+}
+
+fn print_run(m: &Machine, r: &RunResult) {
+    let roof = r.compiled.roofline(m);
+    println!("target      {}", m.name);
+    println!("cycles      {} ({:.3} µs at the target clock)", r.report.cycles, r.report.seconds * 1e6);
+    println!(
+        "roofline    {} cycles (compute {}, home memory {}): efficiency {:.1}%",
+        roof.cycles,
+        roof.compute_cycles,
+        roof.memory_cycles,
+        100.0 * roof.cycles as f64 / r.report.cycles.max(1) as f64
+    );
+    println!("code        {} bundles, {} instructions", r.compiled.bundles.len(), r.compiled.insts.len());
+    println!("energy      {:.1} nJ", r.report.energy_pj / 1e3);
+    for u in &r.report.units {
+        println!("unit        {:<14} {:>6.1}% busy", u.name, 100.0 * u.utilisation);
+    }
+    for x in &r.report.memories {
+        println!("memory      {:<14} {} bytes read, {} written", x.name, x.bytes_read, x.bytes_written);
+    }
+    println!(
+        "precision   computes in {}; tolerance |err| <= {} + {} * max|reference|",
+        r.compute_dtype.name(),
+        r.tolerance.abs,
+        r.tolerance.rel
+    );
+    for o in &r.checks {
+        let expected = o.expected_max_abs_err.map(|e| format!(", vs expected output {e:.3e}")).unwrap_or_default();
+        println!(
+            "output      {:<14} {}  max |err| {:.3e} (relative {:.3e}){expected}",
+            o.name,
+            if o.ok { "ok  " } else { "FAIL" },
+            o.max_abs_err,
+            o.max_rel_err
+        );
+    }
+}
+
+fn finish_run(m: &Machine, result: Result<RunResult, RunError>, format: Format, what: &str) -> anyhow::Result<ExitCode> {
+    let r = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {what}: {e}");
+            return Ok(ExitCode::from(EXIT_ERRORS));
+        }
+    };
+    match format {
+        Format::Human => print_run(m, &r),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&run_json(m, &r))?),
+    }
+    let ok = r.checks.iter().all(|c| c.ok);
+    Ok(ExitCode::from(if ok { EXIT_OK } else { EXIT_ERRORS }))
+}
+
+/// `tessera run`.
+pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let (t, m) = args.target.resolve()?;
+    let Some(g) = load_model(&args.model, &args.dims)? else {
+        return Ok(ExitCode::from(EXIT_ERRORS));
+    };
+    let (inputs, expected) = match &args.data {
+        Some(dir) => read_data(dir, &g)?,
+        None => (compiler::run::random_inputs(&g, args.seed), None),
+    };
+    let result = compiler::run::run(t, &m, &g, &inputs, expected.as_deref());
+    finish_run(&m, result, args.format, &args.model.display().to_string())
+}
+
+/// The demo model (bundled in the binary) and its onnxruntime test data.
+const DEMO_MODEL: &[u8] = include_bytes!("../../../examples/mlp_medium/model.onnx");
+const DEMO_INPUT: &[u8] = include_bytes!("../../../examples/mlp_medium/test_data_set_0/input_0.pb");
+const DEMO_OUTPUT: &[u8] = include_bytes!("../../../examples/mlp_medium/test_data_set_0/output_0.pb");
+
+/// `tessera demo`.
+pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
+    let Some(t) = targets::by_name(&args.target) else {
+        anyhow::bail!("unknown target `{}` (targets: {})", args.target, targets::names().join(", "));
+    };
+    let m = t.machine().clone();
+    println!("Tessera demo: examples/mlp_medium (MatMul+Add+Relu 64->256->256->10, batch 4) on `{}`\n", m.name);
+    let Some(g) = model_from_bytes(DEMO_MODEL, "examples/mlp_medium/model.onnx", &[])? else {
+        return Ok(ExitCode::from(EXIT_ERRORS));
+    };
+    print!("{g}");
+    let input = compiler::onnx::read_tensor(DEMO_INPUT).map_err(|e| anyhow::anyhow!("demo input: {e}"))?;
+    let output = compiler::onnx::read_tensor(DEMO_OUTPUT).map_err(|e| anyhow::anyhow!("demo output: {e}"))?;
+    let result = compiler::run::run(t, &m, &g, &[input], Some(&[output]));
+    if let Ok(r) = &result {
+        println!("\nfirst bundles of the program:");
+        let text = isa_specs::assembly::disassemble(t.isa(), &m, &r.compiled.program).unwrap_or_default();
+        for line in text.lines().filter(|l| !l.starts_with('#') && !l.starts_with(".data")).take(16) {
+            println!("  {line}");
+        }
+        println!("\nregions:");
+        for (region, n) in &r.compiled.regions {
+            println!("  {n:>6} instructions  {region}");
+        }
+        println!();
+    }
+    finish_run(&m, result, Format::Human, "demo")
+}
