@@ -195,7 +195,14 @@ pub fn finish(m: &Machine, inst: InstId, b: &Binder, op: &TileOp) -> Result<MIns
         };
         equations.extend(dims.iter().zip(t.shape.iter().copied()));
         if let (Some(st), TilePlace::Mem { strides: ts, .. }) = (strides, &t.place) {
-            equations.extend(st.iter().zip(ts.iter().copied()));
+            // The stride of a dimension of extent 1 is never used: it determines nothing.
+            equations.extend(
+                st.iter()
+                    .zip(ts.iter().copied())
+                    .zip(&t.shape)
+                    .filter(|(_, n)| **n > 1)
+                    .map(|(e, _)| e),
+            );
         }
     }
     for (terms, value) in &b.offsets {

@@ -104,6 +104,17 @@ impl Val {
     }
 }
 
+/// How a fresh on-chip buffer lays out its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Pad {
+    /// Rows back to back (what dense operands and the on-chip side of DMA need).
+    Dense,
+    /// Rows and pitch rounded up to whole registers (fixed-width loads and stores).
+    Registers,
+    /// As `Registers`, and every row starting aligned (strided operands written block by block).
+    Aligned,
+}
+
 /// An on-chip buffer to be placed by the memory planner.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BufInfo {
@@ -126,6 +137,18 @@ pub enum Ref {
     VReg(RegFileId, u32),
     /// Inside a buffer.
     Buf(usize),
+}
+
+/// The state of an [`Emitter`] to return to when an attempt fails.
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    code: usize,
+    bufs: usize,
+    fixups: usize,
+    next_vreg: Vec<u32>,
+    sem_next: Vec<usize>,
+    pending: Vec<Vec<Option<Pending>>>,
+    generation: u64,
 }
 
 /// A transfer in flight on a semaphore.
@@ -199,6 +222,34 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// Where the stream is now.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            code: self.code.len(),
+            bufs: self.bufs.len(),
+            fixups: self.fixups.len(),
+            next_vreg: self.next_vreg.clone(),
+            sem_next: self.sem_next.clone(),
+            pending: self.pending.clone(),
+            generation: self.generation,
+        }
+    }
+
+    /// Forgets everything emitted since `cp`.
+    pub fn rollback(&mut self, cp: Checkpoint) {
+        self.code.truncate(cp.code);
+        self.bufs.truncate(cp.bufs);
+        self.fixups.truncate(cp.fixups);
+        let last = cp.code.saturating_sub(1);
+        for b in &mut self.bufs {
+            b.live.1 = b.live.1.min(last);
+        }
+        self.next_vreg = cp.next_vreg;
+        self.sem_next = cp.sem_next;
+        self.pending = cp.pending;
+        self.generation = cp.generation;
+    }
+
     /// A fresh virtual register.
     pub fn vreg(&mut self, file: RegFileId) -> u32 {
         let v = self.next_vreg[file.index()];
@@ -208,16 +259,19 @@ impl<'a> Emitter<'a> {
 
     /// A fresh on-chip buffer for a dense `rows` x `cols` tile.
     pub fn buffer(&mut self, mem: MemId, dtype: DType, rows: i64, cols: i64) -> MemTile {
-        self.buffer_padded(mem, dtype, rows, cols, false)
+        self.buffer_padded(mem, dtype, rows, cols, Pad::Dense)
     }
 
-    /// A fresh on-chip buffer for a `rows` x `cols` tile; `padded`, its rows
-    /// and row pitch are rounded up to what whole registers load and store.
-    pub fn buffer_padded(&mut self, mem: MemId, dtype: DType, rows: i64, cols: i64, padded: bool) -> MemTile {
-        let (pitch, rows_alloc) = if padded {
-            (round_up(cols, self.info.pitch_granule), round_up(rows, self.info.row_granule))
-        } else {
-            (cols, rows)
+    /// A fresh on-chip buffer for a `rows` x `cols` tile laid out as `pad` says.
+    pub fn buffer_padded(&mut self, mem: MemId, dtype: DType, rows: i64, cols: i64, pad: Pad) -> MemTile {
+        let (pitch, rows_alloc) = match pad {
+            Pad::Dense => (cols, rows),
+            Pad::Registers => (round_up(cols, self.info.pitch_granule), round_up(rows, self.info.row_granule)),
+            Pad::Aligned => {
+                let align = (self.info.mem_align[mem.index()] / dtype.bytes()).max(1) as i64;
+                let g = super::machine::lcm(self.info.pitch_granule, align);
+                (round_up(cols, g), round_up(rows, self.info.row_granule))
+            }
         };
         let align = self.info.mem_align[mem.index()].max(dtype.bytes());
         let at = self.code.len();
@@ -422,7 +476,7 @@ impl<'a> Emitter<'a> {
 
     /// Applies copy instruction `ci` to `v`: into `dst` when given (a memory
     /// tile of the copy's destination place), else into a fresh buffer or register.
-    pub fn copy(&mut self, v: &Val, ci: usize, dst: Option<&MemTile>, pad: bool) -> Result<Val, String> {
+    pub fn copy(&mut self, v: &Val, ci: usize, dst: Option<&MemTile>, pad: Pad) -> Result<Val, String> {
         let c = self.info.copies[ci].clone();
         let (rows, cols) = v.dims();
         if let Val::Mem(t) = v {
@@ -465,7 +519,7 @@ impl<'a> Emitter<'a> {
                     (None, Val::Reg(r)) if !c.narrow => {
                         // A register store may have to write the whole register.
                         let (gr, gc) = self.granule(r.file);
-                        let mut t = self.buffer_padded(mem, c.to.dtype, rows.max(gr), cols.max(gc), true);
+                        let mut t = self.buffer_padded(mem, c.to.dtype, rows.max(gr), cols.max(gc), pad.max(Pad::Registers));
                         t.rows = rows;
                         t.cols = cols;
                         t
@@ -610,7 +664,7 @@ impl<'a> Emitter<'a> {
     /// Moves `v` to `to` along the cheapest chain of copies; the last copy
     /// writes into `dst` when given. Stretches through a register file go
     /// granule by granule, landing in the next memory.
-    pub fn to_loc(&mut self, v: Val, to: Loc, dst: Option<&MemTile>, pad: bool) -> Result<Val, String> {
+    pub fn to_loc(&mut self, v: Val, to: Loc, dst: Option<&MemTile>, pad: Pad) -> Result<Val, String> {
         if v.loc() == to && dst.is_none() {
             return Ok(v);
         }
@@ -629,7 +683,7 @@ impl<'a> Emitter<'a> {
             let c = self.info.copies[chain[k]].clone();
             let last_dst = |j: usize| if j + 1 == n { dst } else { None };
             // A buffer is padded when whole registers will be loaded from it.
-            let pad_here = if k + 1 == n { pad } else { self.info.copies[chain[k + 1]].needs_padding() };
+            let pad_here = if k + 1 == n { pad } else { self.info.copies[chain[k + 1]].pad() };
             let Place::Reg(file) = c.to.place else {
                 v = self.copy(&v, chain[k], last_dst(k), pad_here)?;
                 k += 1;
@@ -655,8 +709,8 @@ impl<'a> Emitter<'a> {
             let land = self.info.copies[chain[j]].to;
             let Place::Mem(lm) = land.place else { unreachable!() };
             // Padded when the stores into it write whole registers, or the loads from it read them.
-            let pad_j = !self.info.copies[chain[j]].narrow
-                || if j + 1 == n { pad } else { self.info.copies[chain[j + 1]].needs_padding() };
+            let whole_stores = if self.info.copies[chain[j]].narrow { Pad::Dense } else { Pad::Registers };
+            let pad_j = whole_stores.max(if j + 1 == n { pad } else { self.info.copies[chain[j + 1]].pad() });
             let out = match last_dst(j) {
                 Some(d) => d.clone(),
                 None => self.buffer_padded(lm, land.dtype, rows, cols, pad_j),
@@ -670,7 +724,7 @@ impl<'a> Emitter<'a> {
                     let mut x = Val::Mem(src.view(r, cc, h, w));
                     for (q, &ci) in chain.iter().enumerate().take(j + 1).skip(k) {
                         let d = (q == j).then(|| out.view(r, cc, h, w));
-                        x = self.copy(&x, ci, d.as_ref(), false)?;
+                        x = self.copy(&x, ci, d.as_ref(), Pad::Dense)?;
                     }
                     cc += w;
                 }

@@ -57,6 +57,11 @@ impl Copy {
     pub fn needs_padding(&self) -> bool {
         matches!(self.to.place, Place::Reg(_)) && !self.narrow
     }
+
+    /// How a buffer this copy reads from must be laid out.
+    pub fn pad(&self) -> super::emit::Pad {
+        if self.needs_padding() { super::emit::Pad::Registers } else { super::emit::Pad::Dense }
+    }
 }
 
 /// The machine as the lowering sees it.

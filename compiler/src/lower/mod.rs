@@ -33,7 +33,7 @@ pub mod ops;
 
 use crate::ir::{Graph, Op, ValueId};
 use crate::{memplan, regalloc, sched};
-use emit::{Base, Emitter, MemTile, Ref, Val};
+use emit::{Base, Emitter, MemTile, Pad, Ref, Val};
 use isa_specs::Machine;
 use isa_specs::model::{DType, MemId, OperandKind};
 use isa_specs::program::{DataSegment, Program, TensorDesc};
@@ -502,7 +502,7 @@ impl Lowerer<'_> {
                     let v = ops::chain(&mut self.e, input, &chain).map_err(err)?;
                     let dst = out_home.tile(self.home_mem(), row0, c, h, w);
                     let to = Loc { place: Place::Mem(self.home_mem()), dtype: out_home.dtype };
-                    self.e.to_loc(v, to, Some(&dst), false).map_err(err)?;
+                    self.e.to_loc(v, to, Some(&dst), Pad::Dense).map_err(err)?;
                     c += w;
                 }
                 r += h;
@@ -581,10 +581,10 @@ impl Lowerer<'_> {
             .map(|cp| cp.to)
             .ok_or_else(|| err("nothing loads from the home memory"))?;
         let Place::Mem(lm) = land.place else { unreachable!() };
-        let buf = self.e.buffer_padded(lm, land.dtype, h, w, true);
+        let buf = self.e.buffer_padded(lm, land.dtype, h, w, Pad::Registers);
         for i in 0..h {
             let src = home.tile(self.home_mem(), src_row(r + i), c, 1, w);
-            self.e.to_loc(Val::Mem(src), land, Some(&buf.view(i, 0, 1, w)), false).map_err(err)?;
+            self.e.to_loc(Val::Mem(src), land, Some(&buf.view(i, 0, 1, w)), Pad::Dense).map_err(err)?;
         }
         Ok(Val::Mem(buf))
     }
@@ -837,6 +837,10 @@ impl Lowerer<'_> {
                 continue;
             }
             let Some(locs) = c.locs(&self.e) else { continue };
+            if !a_const && locs[1].place == Place::Mem(self.info.home) {
+                why.push(format!("`{}` needs A resident in memory and A is computed", self.e.m.instructions[c.inst.index()].name));
+                continue;
+            }
             if !b_const && locs[2].place == Place::Mem(self.info.home) {
                 why.push(format!("`{}` needs B resident in memory and B is computed", self.e.m.instructions[c.inst.index()].name));
                 continue;
@@ -993,36 +997,84 @@ impl Lowerer<'_> {
         let mut staged: [Option<Staged>; 2] = [None, None];
         let mut kk = 0;
         let mut first = true;
+        // Reduction steps of the chosen size; a step whose operands cannot be
+        // brought into place (alignment of a conversion through registers, say)
+        // is retried without staging, then in halves.
+        let mut kw = p.tk.min(p.k);
+        let mut stage = true;
         while kk < p.k {
-            let kw = p.tk.min(p.k - kk);
-            let inst_form = if first { p.set.clone().unwrap_or_else(|| form.clone()) } else { p.acc.clone().ok_or_else(|| err("no accumulating form"))? };
-            let mnk = if fits(&self.e, &inst_form, (mr, nr, kw)) { (mr, nr, kw) } else { (mr, nr, p.tk) };
-            let a_t = self.contraction_operand(p, &inst_form, true, b, (r, kk), mnk, locs[1], &mut staged[0])?;
-            let b_t = self.contraction_operand(p, &inst_form, false, b, (kk, c), mnk, locs[2], &mut staged[1])?;
-            let tens = |v: &Val, shape: Vec<i64>| match v {
-                Val::Reg(x) => Emitter::reg_tensor(x.file, x.dtype, x.reg, shape),
-                Val::Mem(x) => Emitter::mem_tensor(x, shape),
-            };
-            for v in [&a_t, &b_t, &t_val] {
-                if let Val::Mem(x) = v {
-                    self.e.ready(x).map_err(err)?;
-                }
+            kw = kw.min(p.k - kk);
+            let cp = self.e.checkpoint();
+            let staged_before = staged.clone();
+            if !stage {
+                staged = [None, None];
             }
-            let (ts, refs): (Vec<TileTensor>, Vec<Ref>) = [
-                tens(&t_val, Contraction::shape(&inst_form.t_dims, mnk)),
-                tens(&a_t, Contraction::shape(&inst_form.a_dims, mnk)),
-                tens(&b_t, Contraction::shape(&inst_form.b_dims, mnk)),
-            ]
-            .into_iter()
-            .unzip();
-            let op = inst_form.op(&self.e, ts, mnk).ok_or_else(|| err("contraction pattern"))?;
-            self.e
-                .emit(&op, &refs, Some(inst_form.inst))
-                .map_err(|e| err(format!("`{}`: {e}", self.e.m.instructions[inst_form.inst.index()].name)))?;
-            first = false;
-            kk += kw;
+            match self.contraction_step(p, &form, &locs, &t_val, first, b, (r, c), (mr, nr), (kk, kw), stage, &mut staged) {
+                Ok(()) => {
+                    first = false;
+                    kk += kw;
+                }
+                Err(e) if stage || kw > 1 => {
+                    let _ = e;
+                    self.e.rollback(cp);
+                    staged = staged_before;
+                    if stage {
+                        stage = false;
+                    } else {
+                        stage = true;
+                        // The largest power of two below: offsets stay aligned.
+                        kw = 1i64 << (63 - (kw - 1).max(1).leading_zeros());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(t_val)
+    }
+
+    /// One reduction step `kk..kk + kw` of a contraction tile.
+    #[allow(clippy::too_many_arguments)]
+    fn contraction_step(
+        &mut self,
+        p: &MatMulPlan,
+        form: &Contraction,
+        locs: &[Loc; 3],
+        t_val: &Val,
+        first: bool,
+        b: usize,
+        (r, c): (i64, i64),
+        (mr, nr): (i64, i64),
+        (kk, kw): (i64, i64),
+        stage: bool,
+        staged: &mut [Option<Staged>; 2],
+    ) -> Result<(), LowerError> {
+        let fits = |e: &Emitter, f: &Contraction, mnk| f.probe(e, mnk).is_some_and(|op| e.check(&op, f.inst).is_ok());
+        let inst_form = if first { p.set.clone().unwrap_or_else(|| form.clone()) } else { p.acc.clone().ok_or_else(|| err("no accumulating form"))? };
+        let mnk = if fits(&self.e, &inst_form, (mr, nr, kw)) { (mr, nr, kw) } else { (mr, nr, p.tk) };
+        let [sa, sb] = staged;
+        let a_t = self.contraction_operand(p, &inst_form, true, b, (r, kk), mnk, locs[1], stage.then_some(sa))?;
+        let b_t = self.contraction_operand(p, &inst_form, false, b, (kk, c), mnk, locs[2], stage.then_some(sb))?;
+        let tens = |v: &Val, shape: Vec<i64>| match v {
+            Val::Reg(x) => Emitter::reg_tensor(x.file, x.dtype, x.reg, shape),
+            Val::Mem(x) => Emitter::mem_tensor(x, shape),
+        };
+        for v in [&a_t, &b_t, t_val] {
+            if let Val::Mem(x) = v {
+                self.e.ready(x).map_err(err)?;
+            }
+        }
+        let (ts, refs): (Vec<TileTensor>, Vec<Ref>) = [
+            tens(t_val, Contraction::shape(&inst_form.t_dims, mnk)),
+            tens(&a_t, Contraction::shape(&inst_form.a_dims, mnk)),
+            tens(&b_t, Contraction::shape(&inst_form.b_dims, mnk)),
+        ]
+        .into_iter()
+        .unzip();
+        let op = inst_form.op(&self.e, ts, mnk).ok_or_else(|| err("contraction pattern"))?;
+        self.e
+            .emit(&op, &refs, Some(inst_form.inst))
+            .map_err(|e| err(format!("`{}`: {e}", self.e.m.instructions[inst_form.inst.index()].name)))?;
+        Ok(())
     }
 
     /// Clears an accumulator with an instruction `d = 0`.
@@ -1061,7 +1113,7 @@ impl Lowerer<'_> {
         (r0, c0): (i64, i64),
         mnk: (i64, i64, i64),
         loc: Loc,
-        staged: &mut Option<Staged>,
+        staged: Option<&mut Option<Staged>>,
     ) -> Result<Val, LowerError> {
         let (v, dims) = if is_a { (p.a, &form.a_dims) } else { (p.b, &form.b_dims) };
         let (rows, cols) = if is_a { (mnk.0, mnk.2) } else { (mnk.2, mnk.1) };
@@ -1105,7 +1157,7 @@ impl Lowerer<'_> {
         transposed: bool,
         loc: Loc,
         form: &Contraction,
-        staged: &mut Option<Staged>,
+        staged: Option<&mut Option<Staged>>,
     ) -> Result<Val, LowerError> {
         // Where the slices are taken from: the last memory on the way to `loc`, or `loc` itself if strided.
         let def = &self.e.m.instructions[form.inst.index()];
@@ -1119,9 +1171,10 @@ impl Lowerer<'_> {
             Place::Mem(_) => None,
         }
         .filter(|l| *l != whole.loc());
-        let Some(stage_loc) = stage_loc else {
+        let (Some(stage_loc), Some(staged)) = (stage_loc, staged) else {
             let src = if transposed { whole.view(c0, r0, cols, rows) } else { whole.view(r0, c0, rows, cols) };
-            return self.e.to_loc(Val::Mem(src), loc, None, false).map_err(err);
+            // A strided operand takes a buffer with aligned rows.
+            return self.e.to_loc(Val::Mem(src), loc, None, if strided { Pad::Aligned } else { Pad::Dense }).map_err(err);
         };
         // The reduction offset of this step and the extent of the other dimension.
         let (k0, other0, other) = if is_a { (c0, r0, rows) } else { (r0, c0, cols) };
@@ -1135,7 +1188,11 @@ impl Lowerer<'_> {
             let run = (budget / step).max(1) * step;
             let len = machine::rup(p.k - k0, step).min(run).max(kstep);
             let src = if is_a { whole.view(r0, k0, rows, len) } else { whole.view(k0, c0, len, cols) };
-            let pad = self.info.path(&[stage_loc], loc).and_then(|(_, ch)| ch.first().map(|&ci| self.info.copies[ci].needs_padding())).unwrap_or(false);
+            let pad = if strided {
+                Pad::Aligned
+            } else {
+                self.info.path(&[stage_loc], loc).and_then(|(_, ch)| ch.first().map(|&ci| self.info.copies[ci].pad())).unwrap_or(Pad::Dense)
+            };
             let tile = match self.e.to_loc(Val::Mem(src), stage_loc, None, pad).map_err(err)? {
                 Val::Mem(t) => t,
                 Val::Reg(_) => return Err(err("staged operand landed in a register")),
@@ -1147,7 +1204,7 @@ impl Lowerer<'_> {
         if Place::Mem(slice.mem) == loc.place && slice.dtype == loc.dtype {
             return Ok(Val::Mem(slice));
         }
-        self.e.to_loc(Val::Mem(slice), loc, None, false).map_err(err)
+        self.e.to_loc(Val::Mem(slice), loc, None, Pad::Dense).map_err(err)
     }
 
     /// A tile of a constant operand kept resident at home in the exact layout

@@ -2,7 +2,7 @@
 //! contractions (matrix products), each found among the machine's
 //! instructions by its semantics.
 
-use super::emit::{Emitter, MemTile, Ref, RegTile, Val};
+use super::emit::{Emitter, MemTile, Pad, Ref, RegTile, Val};
 use super::machine::{Loc, Place, operand_loc};
 use isa_specs::model::{
     Affine, AssignOp, BinOp, DType, Func, IndexId, InstId, OperandKind, ReduceOp, SemExpr,
@@ -197,7 +197,7 @@ pub fn chain(e: &mut Emitter, input: Val, steps: &[Step]) -> Result<Val, String>
 }
 
 /// Brings a tile to an on-chip memory tile at `loc` (as a whole).
-fn to_mem(e: &mut Emitter, v: Val, loc: Loc, pad: bool) -> Result<MemTile, String> {
+fn to_mem(e: &mut Emitter, v: Val, loc: Loc, pad: Pad) -> Result<MemTile, String> {
     match e.to_loc(v, loc, None, pad)? {
         Val::Mem(t) => Ok(t),
         Val::Reg(_) => Err("a tile landed in a register".to_owned()),
@@ -230,8 +230,8 @@ fn reg_chain(e: &mut Emitter, input: Val, steps: &[Step], forms: &[EwForm], loc:
     let pad_for = |e: &Emitter, l: Loc| {
         e.info
             .path(&[l], loc)
-            .and_then(|(_, chain)| chain.first().map(|&c| e.info.copies[c].needs_padding()))
-            .unwrap_or(false)
+            .and_then(|(_, chain)| chain.first().map(|&c| e.info.copies[c].pad()))
+            .unwrap_or(Pad::Dense)
     };
     // A value already in one register of the file is used where it is.
     let in_reg = matches!(&input, Val::Reg(r) if r.file == file && rows <= gr && cols <= gc);
@@ -263,7 +263,7 @@ fn reg_chain(e: &mut Emitter, input: Val, steps: &[Step], forms: &[EwForm], loc:
         .ok_or_else(|| format!("nothing stores {} back to memory", e.place_name(loc.place)))?;
     let back = store.to;
     let Place::Mem(back_mem) = back.place else { unreachable!() };
-    let out = e.buffer_padded(back_mem, back.dtype, rows, cols, !store.narrow);
+    let out = e.buffer_padded(back_mem, back.dtype, rows, cols, if store.narrow { Pad::Dense } else { Pad::Registers });
     let mut r = 0;
     while r < rows {
         let h = gr.min(rows - r);
@@ -271,17 +271,17 @@ fn reg_chain(e: &mut Emitter, input: Val, steps: &[Step], forms: &[EwForm], loc:
         while c < cols {
             let w = gc.min(cols - c);
             let mut x = match &input {
-                Val::Mem(t) => e.to_loc(Val::Mem(t.view(r, c, h, w)), loc, None, false)?,
+                Val::Mem(t) => e.to_loc(Val::Mem(t.view(r, c, h, w)), loc, None, Pad::Dense)?,
                 Val::Reg(_) => input.clone(),
             };
             for ((s, f), o) in steps.iter().zip(forms).zip(&others) {
                 let y = match o {
-                    Some(o) => Some(e.to_loc(Val::Mem(o.view(r, c, h, w)), loc, None, false)?),
+                    Some(o) => Some(e.to_loc(Val::Mem(o.view(r, c, h, w)), loc, None, Pad::Dense)?),
                     None => None,
                 };
                 x = reg_op(e, f, s, x, y, h, w)?;
             }
-            e.to_loc(x, back, Some(&out.view(r, c, h, w)), false)?;
+            e.to_loc(x, back, Some(&out.view(r, c, h, w)), Pad::Dense)?;
             c += w;
         }
         r += h;
@@ -343,7 +343,7 @@ fn mem_form(e: &mut Emitter, x: Val, s: &Step, f: &EwForm) -> Result<Val, String
     let (a, b) = if s.swapped { (s.other.clone(), Some(x)) } else { (Some(x), s.other.clone()) };
     let mut args = Vec::new();
     for (v, loc) in a.into_iter().chain(b).zip(&f.locs[1..]) {
-        args.push(to_mem(e, v, *loc, false)?);
+        args.push(to_mem(e, v, *loc, Pad::Dense)?);
     }
     let Place::Mem(dm) = f.locs[0].place else { unreachable!() };
     let out = e.buffer(dm, f.locs[0].dtype, rows, cols);
