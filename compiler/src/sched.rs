@@ -243,12 +243,19 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
         .collect();
     let mut bundles: Vec<Bundle> = Vec::new();
     let mut has_wait: Vec<bool> = Vec::new();
-    let mut succs: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
+    let mut succs: Vec<Vec<(usize, u64, bool)>> = vec![Vec::new(); n];
     let mut remaining = vec![0usize; n];
     let mut earliest = vec![0u64; n];
+    // Whether a wait's earliest cycle is set by the signal it waits for (then
+    // the hardware stalls it that long by itself).
+    let mut signal_bound = vec![false; n];
+    // A wait released by one of several signals may go as soon as the first
+    // arrives: only a wait on exactly one signal has a known release cycle.
+    let mut signal_preds = vec![0usize; n];
     for e in &edges {
-        succs[e.from].push((e.to, e.delay));
+        succs[e.from].push((e.to, e.delay, e.signal));
         remaining[e.to] += 1;
+        signal_preds[e.to] += usize::from(e.signal);
     }
     // Instructions whose predecessors have all issued, by the cycle they may issue.
     let mut timed: BinaryHeap<Reverse<(u64, usize)>> = (0..n)
@@ -282,11 +289,15 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
             used_slots.push(slot);
             unit_free[infos[i].unit][copy] = cycle + infos[i].busy;
             issue[i] = Some(cycle);
-            wait_here |= !infos[i].waits.is_empty();
+            wait_here |= signal_bound[i] && signal_preds[i] == 1 && earliest[i] == cycle;
             bundle.ops.push((slot, insts[i].clone()));
             left -= 1;
-            for &(to, delay) in &succs[i] {
-                earliest[to] = earliest[to].max(cycle + delay);
+            for &(to, delay, signal) in &succs[i] {
+                let at = cycle + delay;
+                if at > earliest[to] || (signal && at == earliest[to]) {
+                    signal_bound[to] = signal;
+                }
+                earliest[to] = earliest[to].max(at);
                 remaining[to] -= 1;
                 if remaining[to] == 0 {
                     timed.push(Reverse((earliest[to], to)));
@@ -303,9 +314,11 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
 }
 
 /// Empty bundles cost cycles and code. Interlocked hardware stalls by itself,
-/// so none is needed there. On exposed machines, padding right before a wait is
-/// needless too: the wait stalls until its signal, which comes no earlier than
-/// the cycle the padding reached, so nothing after it issues earlier.
+/// so none is needed there. On exposed machines, padding right before a wait
+/// that issues exactly when its signal arrives is needless too: the wait stalls
+/// until that signal, the cycle the padding reached, so nothing in or after its
+/// bundle issues earlier. (Before a wait whose signal came earlier, the padding
+/// spaces other dependences and stays.)
 fn drop_needless_padding(m: &Machine, bundles: Vec<Bundle>, has_wait: &[bool]) -> Vec<Bundle> {
     let interlocked = m.hazards == Hazards::Interlocked;
     let mut keep = vec![true; bundles.len()];

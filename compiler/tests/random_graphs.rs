@@ -131,3 +131,17 @@ proptest! {
         }
     }
 }
+
+/// Found by the property test: on an exposed pipeline, the scheduler dropped
+/// the padding before a wait released by the first of several signals, so a
+/// register was read before its load landed.
+#[test]
+fn padding_before_a_wait_on_several_signals_is_kept() {
+    let layers = [Layer::EwConst(0, false), Layer::EwConst(0, false)];
+    let g = build(7, 9, &layers, 0);
+    let inputs = compiler::run::random_inputs(&g, 0);
+    for t in targets::all() {
+        let r = compiler::run::run(t, t.machine(), &g, &inputs, None).unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+        assert!(r.checks.iter().all(|c| c.ok), "{}: {:?}", t.name(), r.checks);
+    }
+}
