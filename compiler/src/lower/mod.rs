@@ -84,6 +84,9 @@ pub struct Compiled {
     pub insts: Vec<MInst>,
     /// Fused regions: `(description, instructions emitted)`.
     pub regions: Vec<(String, usize)>,
+    /// The selected instructions before register allocation and scheduling,
+    /// one per line (virtual registers `%file.N`, buffers placed).
+    pub selected: Vec<String>,
     /// Peak bytes of each on-chip memory the plan uses: `(memory, bytes, capacity)`.
     pub buffers: Vec<(String, u64, u64)>,
     /// Multiply-accumulates the model performs.
@@ -679,6 +682,7 @@ impl Lowerer<'_> {
             }
         }
         let code = std::mem::take(&mut self.e.code);
+        let selected = code.iter().map(|vi| print_virtual(m, vi)).collect();
         let insts = regalloc::allocate(m, &code).map_err(|e| err(e.to_string()))?;
         regalloc::check(m, &code, &insts).map_err(|e| err(format!("register allocation is invalid: {}", e.join("; "))))?;
         for mi in &insts {
@@ -733,11 +737,33 @@ impl Lowerer<'_> {
             bundles,
             insts,
             regions: self.regions,
+            selected,
             buffers,
             macs,
             min_home_bytes,
         })
     }
+}
+
+/// One instruction with virtual registers, as text: `vadd %v.3, %v.1, %v.2`.
+pub fn print_virtual(m: &Machine, vi: &regalloc::VInst) -> String {
+    use isa_specs::target::OpValue;
+    let def = &m.instructions[vi.inst.index()];
+    let ops: Vec<String> = vi
+        .operands
+        .iter()
+        .zip(&def.operands)
+        .map(|(v, o)| match (v, &o.kind) {
+            (regalloc::VOperand::Virtual(f, n), _) => format!("%{}.{n}", m.regfiles[f.index()].name),
+            (regalloc::VOperand::Fixed(OpValue::Reg(r)), OperandKind::Reg { file, .. }) => format!("{}{r}", m.regfiles[file.index()].name),
+            (regalloc::VOperand::Fixed(OpValue::Sem(s)), OperandKind::Sem { bank }) => format!("{}{s}", m.semaphores[bank.index()].name),
+            (regalloc::VOperand::Fixed(OpValue::Addr(a)), _) => format!("@{a:#x}"),
+            (regalloc::VOperand::Fixed(OpValue::Imm(i)), _) => i.to_string(),
+            (regalloc::VOperand::Fixed(OpValue::Real(x)), _) => format!("{x:?}"),
+            (regalloc::VOperand::Fixed(x), _) => format!("{x:?}"),
+        })
+        .collect();
+    if ops.is_empty() { def.name.clone() } else { format!("{} {}", def.name, ops.join(", ")) }
 }
 
 /// An operand of an element-wise step.

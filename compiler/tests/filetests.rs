@@ -1,0 +1,151 @@
+//! Compiler filetests: small graphs in `tests/filetests/*.tgraph`, compiled
+//! for every target named in their header; each (file, target) is one insta
+//! snapshot in Markdown sections, one per stage of the pipeline:
+//! `## ir` (after folding), `## regions` (after fusion), `## selected`
+//! (instructions chosen, virtual registers, buffers placed), `## buffers`
+//! (the on-chip plan), `## asm` (after register allocation and scheduling).
+//! The program is also run and checked against the reference interpreter.
+//! Bless with `cargo insta review`.
+//!
+//! Format (one item per line, `;` starts a comment; `; target NAME` lines
+//! choose the targets):
+//!
+//! ```text
+//! input x: [3, 10]
+//! const w: [10, 6]          deterministic values in [-1, 1)
+//! node h = MatMul(x, w)     ops: MatMul Add Sub Mul Div Relu Identity Reshape[d, ..]
+//! output h
+//! ```
+
+use compiler::ir::{ElemType, Graph, Op, Tensor, TensorType, ValueId};
+use std::collections::HashMap;
+use std::path::Path;
+
+fn dims(s: &str) -> Vec<usize> {
+    s.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(',')
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| d.trim().parse().expect("dimension"))
+        .collect()
+}
+
+fn fill(n: usize, name: &str) -> Vec<f64> {
+    let mut s = name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3));
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            // Away from zero, so divisions stay tame.
+            let u = (s >> 11) as f64 / (1u64 << 53) as f64;
+            ElemType::F32.round(0.5 + u)
+        })
+        .collect()
+}
+
+/// Parses a `.tgraph` file: the graph and the targets of its header.
+fn parse(text: &str) -> (Graph, Vec<String>) {
+    let mut g = Graph::default();
+    let mut names: HashMap<String, ValueId> = HashMap::new();
+    let mut targets = Vec::new();
+    let ty = |shape| TensorType { elem: ElemType::F32, shape };
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix(';') {
+            if let Some(t) = rest.trim().strip_prefix("target ") {
+                targets.push(t.trim().to_owned());
+            }
+            continue;
+        }
+        let (kw, rest) = line.split_once(' ').expect("keyword");
+        match kw {
+            "input" => {
+                let (name, shape) = rest.split_once(':').expect("name: shape");
+                let v = g.add_value(name.trim(), ty(dims(shape)));
+                g.inputs.push(v);
+                names.insert(name.trim().to_owned(), v);
+            }
+            "const" => {
+                let (name, shape) = rest.split_once(':').expect("name: shape");
+                let shape = dims(shape);
+                let n = shape.iter().product();
+                let v = g.add_constant(name.trim(), Tensor::new(ty(shape), fill(n, name.trim())));
+                names.insert(name.trim().to_owned(), v);
+            }
+            "node" => {
+                let (name, call) = rest.split_once('=').expect("name = op(args)");
+                let (head, args) = call.trim().split_once('(').expect("op(args)");
+                let args: Vec<ValueId> = args
+                    .trim_end_matches(')')
+                    .split(',')
+                    .map(|a| names[a.trim()])
+                    .collect();
+                let op = match head.split_once('[') {
+                    Some(("Reshape", d)) => Op::Reshape { shape: dims(d) },
+                    _ => match head {
+                        "MatMul" => Op::MatMul,
+                        "Add" => Op::Add,
+                        "Sub" => Op::Sub,
+                        "Mul" => Op::Mul,
+                        "Div" => Op::Div,
+                        "Relu" => Op::Relu,
+                        "Identity" => Op::Identity,
+                        other => panic!("unknown op `{other}`"),
+                    },
+                };
+                let out = g.add_node(name.trim(), op, args).expect("typed")[0];
+                g.values[out.index()].name = name.trim().to_owned();
+                names.insert(name.trim().to_owned(), out);
+            }
+            "output" => g.outputs.push(names[rest.trim()]),
+            other => panic!("unknown item `{other}`"),
+        }
+    }
+    (g, targets)
+}
+
+#[test]
+fn filetests() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("filetests folder")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tgraph"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("readable");
+        let (mut g, targets) = parse(&text);
+        compiler::ir::verify(&g).expect("verified");
+        compiler::interp::fold_constants(&mut g);
+        let stem = file.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        for name in targets {
+            let t = targets::by_name(&name).expect("known target");
+            let m = t.machine();
+            let r = compiler::run::run(t, m, &g, &compiler::run::random_inputs(&g, 1), None)
+                .unwrap_or_else(|e| panic!("{stem} on {name}: {e}"));
+            assert!(r.checks.iter().all(|c| c.ok), "{stem} on {name}: {:?}", r.checks);
+            let c = &r.compiled;
+            let mut out = format!("# {stem} on {name}\n\n## ir\n\n```\n{g}```\n\n## regions\n\n");
+            for (region, n) in &c.regions {
+                out.push_str(&format!("- {region}: {n} instructions\n"));
+            }
+            out.push_str("\n## selected\n\n```\n");
+            for line in &c.selected {
+                out.push_str(line);
+                out.push('\n');
+            }
+            out.push_str("```\n\n## buffers\n\n");
+            for (mem, peak, cap) in &c.buffers {
+                out.push_str(&format!("- {mem}: {peak} of {cap} bytes\n"));
+            }
+            let asm = isa_specs::assembly::disassemble(t.isa(), m, &c.program).expect("disassembles");
+            let code: Vec<&str> = asm.lines().filter(|l| !l.starts_with(".data")).collect();
+            out.push_str(&format!("\n## asm\n\n```\n{}\n```\n", code.join("\n")));
+            insta::assert_snapshot!(format!("{stem}@{name}"), out);
+        }
+    }
+}
