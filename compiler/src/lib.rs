@@ -1,8 +1,11 @@
 //! The Tessera compiler: from ONNX models to programs for any described machine.
 //!
-//! Today: the graph IR (`ir`) with its op rules and verifier, the ONNX
-//! importer (`onnx`) and the reference interpreter (`interp`), the
-//! correctness oracle. The lowering pipeline builds on them.
+//! The graph IR (`ir`) with its op rules and verifier; the ONNX importer
+//! (`onnx`); the reference interpreter (`interp`), the correctness oracle;
+//! the lowering pipeline (`lower`: layout, fusion, tiling, instruction
+//! selection by semantics, data movement) and the back-end passes it drives,
+//! each with an independent checker (`memplan`, `regalloc`, `sched`); and
+//! `run`, which compiles, simulates and compares with the oracle.
 //! The `tessera` binary (`src/main.rs`, `src/cli/`) is the command-line front end.
 
 pub mod interp;

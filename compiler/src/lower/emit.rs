@@ -197,6 +197,8 @@ pub struct Emitter<'a> {
     /// Per bank and semaphore: the transfer in flight (generation, buffers it touches).
     pending: Vec<Vec<Option<Pending>>>,
     generation: u64,
+    /// Instruction forms of element-wise operations, found once.
+    pub ew_cache: std::cell::RefCell<std::collections::HashMap<super::ops::Ew, Vec<super::ops::EwForm>>>,
 }
 
 use super::machine::rup as round_up;
@@ -219,6 +221,7 @@ impl<'a> Emitter<'a> {
                 .map(|b| vec![None; b.count.value.max(0) as usize])
                 .collect(),
             generation: 0,
+            ew_cache: Default::default(),
         }
     }
 

@@ -83,6 +83,8 @@ pub struct Info {
     /// Tiles' columns are multiples of this (when the tensor allows): DMA
     /// alignment and fixed register widths.
     pub col_granule: i64,
+    /// Paths already searched.
+    path_cache: std::cell::RefCell<std::collections::HashMap<(Vec<Loc>, Loc), Option<(Loc, Vec<usize>)>>>,
     /// On-chip buffers have a multiple of this many rows: fixed register heights.
     pub row_granule: i64,
     /// Rows of on-chip buffers are a multiple of this many elements apart: fixed register widths.
@@ -279,6 +281,7 @@ impl Info {
             col_granule: granule.min(256),
             row_granule,
             pitch_granule,
+            path_cache: Default::default(),
         })
     }
 
@@ -286,6 +289,16 @@ impl Info {
     /// (Dijkstra; every copy costs one, a conversion a little more), and the
     /// source it starts from. `None` when `to` cannot be reached.
     pub fn path(&self, from: &[Loc], to: Loc) -> Option<(Loc, Vec<usize>)> {
+        let key = (from.to_vec(), to);
+        if let Some(hit) = self.path_cache.borrow().get(&key) {
+            return hit.clone();
+        }
+        let found = self.search(from, to);
+        self.path_cache.borrow_mut().insert(key, found.clone());
+        found
+    }
+
+    fn search(&self, from: &[Loc], to: Loc) -> Option<(Loc, Vec<usize>)> {
         #[derive(PartialEq, Eq, PartialOrd, Ord)]
         struct Entry(std::cmp::Reverse<u32>, Loc);
         let mut best: std::collections::HashMap<Loc, (u32, Option<(Loc, usize)>)> =

@@ -906,10 +906,13 @@ impl Lowerer<'_> {
     /// The tile sizes `(m, n, k)` minimising the contraction's total occupancy.
     fn tile_search(&self, c: &Contraction, m: i64, n: i64, k: i64) -> Option<(i64, i64, i64, i64)> {
         let gran = self.info.col_granule;
-        let mut fixed: Vec<i64> = self.e.m.regfiles.iter().flat_map(|r| r.shape.iter().map(|d| d.value)).collect();
-        fixed.extend((0..13).map(|p| 1i64 << p));
+        // Register shapes (an instruction may need whole registers, even past the
+        // matrix's edge), and powers of two up to the dimension.
+        let fixed: Vec<i64> = self.e.m.regfiles.iter().flat_map(|r| r.shape.iter().map(|d| d.value)).collect();
         let cands = |dim: i64| -> Vec<i64> {
-            let mut v: Vec<i64> = fixed.iter().copied().filter(|x| *x <= machine::rup(dim, gran).max(1) || fixed.contains(x)).collect();
+            let top = machine::rup(dim, gran).max(1);
+            let mut v: Vec<i64> = (0..13).map(|p| 1i64 << p).filter(|x| *x <= top).collect();
+            v.extend(fixed.iter().copied());
             v.push(dim);
             v.push(machine::rup(dim, gran));
             v.sort_unstable();

@@ -10,7 +10,7 @@ use isa_specs::model::{
 use isa_specs::select::{TileAccess, TileExpr, TileOp, TilePlace, TileTensor};
 
 /// An element-wise operation of a chain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Ew {
     /// `a + b`
     Add,
@@ -101,6 +101,15 @@ pub struct EwForm {
 
 /// Every instruction form of `ew` on the machine.
 pub fn ew_forms(e: &Emitter, ew: Ew) -> Vec<EwForm> {
+    if let Some(hit) = e.ew_cache.borrow().get(&ew) {
+        return hit.clone();
+    }
+    let out = search_forms(e, ew);
+    e.ew_cache.borrow_mut().insert(ew, out.clone());
+    out
+}
+
+fn search_forms(e: &Emitter, ew: Ew) -> Vec<EwForm> {
     let mut out = Vec::new();
     for rank in [2, 1] {
         let n = if ew.binary() { 3 } else { 2 };

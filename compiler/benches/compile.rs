@@ -1,0 +1,32 @@
+//! Compile latency of the bundled examples on every shipped target: import,
+//! constant folding, lowering, memory planning, register allocation,
+//! scheduling and encoding (everything `tessera compile` does after reading
+//! the file). Figures are in the README.
+//!
+//! `cargo bench -p compiler --bench compile`.
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use std::path::Path;
+use std::time::Duration;
+
+fn bench(c: &mut Criterion) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut group = c.benchmark_group("compile");
+    group.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
+    for name in ["mlp_small", "mlp_medium", "matmul_bias_relu_small", "matmul_bias_relu_large"] {
+        let bytes = std::fs::read(dir.join(name).join("model.onnx")).expect("example model");
+        for t in targets::all() {
+            group.bench_with_input(BenchmarkId::new(t.name(), name), &bytes, |b, bytes| {
+                b.iter(|| {
+                    let mut g = compiler::onnx::import(bytes).expect("imports");
+                    compiler::interp::fold_constants(&mut g);
+                    compiler::lower::compile(t, t.machine(), &g).expect("compiles")
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
