@@ -107,7 +107,7 @@ fn parse(text: &str) -> (Graph, Vec<String>) {
 
 #[test]
 fn filetests() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("filetests");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("filetests folder")
         .filter_map(Result::ok)
