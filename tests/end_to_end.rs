@@ -28,11 +28,25 @@ fn every_example_runs_on_every_target_and_matches() {
         compiler::interp::fold_constants(&mut g);
         compiler::ir::verify(&g).expect("verified");
         let data = dir.join("test_data_set_0");
-        let input = compiler::onnx::read_tensor_file(data.join("input_0.pb")).expect("input").1;
-        let expected = compiler::onnx::read_tensor_file(data.join("output_0.pb")).expect("output").1;
+        let input = compiler::onnx::read_tensor_file(data.join("input_0.pb"))
+            .expect("input")
+            .1;
+        let expected = compiler::onnx::read_tensor_file(data.join("output_0.pb"))
+            .expect("output")
+            .1;
         for t in targets::all() {
-            let name = format!("{} on {}", dir.file_name().unwrap_or_default().to_string_lossy(), t.name());
-            match compiler::run::run(t, t.machine(), &g, std::slice::from_ref(&input), Some(std::slice::from_ref(&expected))) {
+            let name = format!(
+                "{} on {}",
+                dir.file_name().unwrap_or_default().to_string_lossy(),
+                t.name()
+            );
+            match compiler::run::run(
+                t,
+                t.machine(),
+                &g,
+                std::slice::from_ref(&input),
+                Some(std::slice::from_ref(&expected)),
+            ) {
                 Ok(r) => {
                     for c in &r.checks {
                         let scale = expected.data.iter().fold(0.0f64, |a, x| a.max(x.abs()));
@@ -55,7 +69,9 @@ fn every_example_runs_on_every_target_and_matches() {
 fn a_target_override_is_followed() {
     // A shallower systolic array (32 rows): the compiler picks a shorter reduction step and the result still matches.
     let t = targets::by_name("vliw-systolic").expect("target");
-    let m = t.with_params(&[("SA_ROWS".to_owned(), 32)]).expect("params");
+    let m = t
+        .with_params(&[("SA_ROWS".to_owned(), 32)])
+        .expect("params");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/matmul_bias_relu_large");
     let mut g = compiler::onnx::import_file(dir.join("model.onnx")).expect("import");
     compiler::interp::fold_constants(&mut g);
@@ -63,5 +79,9 @@ fn a_target_override_is_followed() {
     let small = compiler::run::run(t, &m, &g, &inputs, None).expect("runs");
     let big = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
     assert!(small.checks.iter().all(|c| c.ok), "{:?}", small.checks);
-    assert_ne!(small.compiled.insts.len(), big.compiled.insts.len(), "the tiling follows the array size");
+    assert_ne!(
+        small.compiled.insts.len(),
+        big.compiled.insts.len(),
+        "the tiling follows the array size"
+    );
 }

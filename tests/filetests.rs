@@ -32,7 +32,9 @@ fn dims(s: &str) -> Vec<usize> {
 }
 
 fn fill(n: usize, name: &str) -> Vec<f64> {
-    let mut s = name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3));
+    let mut s = name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+    });
     (0..n)
         .map(|_| {
             s ^= s << 13;
@@ -50,7 +52,10 @@ fn parse(text: &str) -> (Graph, Vec<String>) {
     let mut g = Graph::default();
     let mut names: HashMap<String, ValueId> = HashMap::new();
     let mut targets = Vec::new();
-    let ty = |shape| TensorType { elem: ElemType::F32, shape };
+    let ty = |shape| TensorType {
+        elem: ElemType::F32,
+        shape,
+    };
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if let Some(rest) = line.strip_prefix(';') {
             if let Some(t) = rest.trim().strip_prefix("target ") {
@@ -121,13 +126,21 @@ fn filetests() {
         let (mut g, targets) = parse(&text);
         compiler::ir::verify(&g).expect("verified");
         compiler::interp::fold_constants(&mut g);
-        let stem = file.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+        let stem = file
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         for name in targets {
             let t = targets::by_name(&name).expect("known target");
             let m = t.machine();
             let r = compiler::run::run(t, m, &g, &compiler::run::random_inputs(&g, 1), None)
                 .unwrap_or_else(|e| panic!("{stem} on {name}: {e}"));
-            assert!(r.checks.iter().all(|c| c.ok), "{stem} on {name}: {:?}", r.checks);
+            assert!(
+                r.checks.iter().all(|c| c.ok),
+                "{stem} on {name}: {:?}",
+                r.checks
+            );
             let c = &r.compiled;
             let mut out = format!("# {stem} on {name}\n\n## ir\n\n```\n{g}```\n\n## regions\n\n");
             for (region, n) in &c.regions {
@@ -142,7 +155,8 @@ fn filetests() {
             for (mem, peak, cap) in &c.buffers {
                 out.push_str(&format!("- {mem}: {peak} of {cap} bytes\n"));
             }
-            let asm = isa_specs::assembly::disassemble(t.isa(), m, &c.program).expect("disassembles");
+            let asm =
+                isa_specs::assembly::disassemble(t.isa(), m, &c.program).expect("disassembles");
             let code: Vec<&str> = asm.lines().filter(|l| !l.starts_with(".data")).collect();
             out.push_str(&format!("\n## asm\n\n```\n{}\n```\n", code.join("\n")));
             insta::assert_snapshot!(format!("{stem}@{name}"), out);

@@ -63,30 +63,45 @@ fn build(m: usize, k: usize, layers: &[Layer], seed: u64) -> Graph {
             Layer::MatMulConst(n) => {
                 // Scaled so activations stay near 1 whatever the depth.
                 let scale = 1.0 / (cols as f64).sqrt();
-                let w = g.add_constant(format!("w{i}"), Tensor::new(f32t(vec![cols, *n]), values(cols * n, s, -scale, scale)));
+                let w = g.add_constant(
+                    format!("w{i}"),
+                    Tensor::new(f32t(vec![cols, *n]), values(cols * n, s, -scale, scale)),
+                );
                 cols = *n;
-                g.add_node(format!("mm{i}"), Op::MatMul, vec![cur, w]).expect("matmul")[0]
+                g.add_node(format!("mm{i}"), Op::MatMul, vec![cur, w])
+                    .expect("matmul")[0]
             }
             Layer::MatMulInput(n) => {
                 let y = g.add_value(format!("y{i}"), f32t(vec![cols, *n]));
                 g.inputs.push(y);
                 cols = *n;
-                g.add_node(format!("mm{i}"), Op::MatMul, vec![cur, y]).expect("matmul")[0]
+                g.add_node(format!("mm{i}"), Op::MatMul, vec![cur, y])
+                    .expect("matmul")[0]
             }
             Layer::EwConst(op, full) => {
                 let shape = if *full { vec![m, cols] } else { vec![cols] };
                 let n = shape.iter().product();
                 // Divisors away from zero.
-                let c = g.add_constant(format!("c{i}"), Tensor::new(f32t(shape), values(n, s, 0.5, 1.5)));
-                g.add_node(format!("ew{i}"), ew_op(*op), vec![cur, c]).expect("ew")[0]
+                let c = g.add_constant(
+                    format!("c{i}"),
+                    Tensor::new(f32t(shape), values(n, s, 0.5, 1.5)),
+                );
+                g.add_node(format!("ew{i}"), ew_op(*op), vec![cur, c])
+                    .expect("ew")[0]
             }
             Layer::EwInput(op) => {
                 let z = g.add_value(format!("z{i}"), f32t(vec![m, cols]));
                 g.inputs.push(z);
-                let op = if ew_op(*op) == Op::Div { Op::Mul } else { ew_op(*op) };
+                let op = if ew_op(*op) == Op::Div {
+                    Op::Mul
+                } else {
+                    ew_op(*op)
+                };
                 g.add_node(format!("ew{i}"), op, vec![cur, z]).expect("ew")[0]
             }
-            Layer::Relu => g.add_node(format!("relu{i}"), Op::Relu, vec![cur]).expect("relu")[0],
+            Layer::Relu => g
+                .add_node(format!("relu{i}"), Op::Relu, vec![cur])
+                .expect("relu")[0],
         };
     }
     g.outputs.push(cur);
@@ -141,7 +156,13 @@ fn padding_before_a_wait_on_several_signals_is_kept() {
     let g = build(7, 9, &layers, 0);
     let inputs = compiler::run::random_inputs(&g, 0);
     for t in targets::all() {
-        let r = compiler::run::run(t, t.machine(), &g, &inputs, None).unwrap_or_else(|e| panic!("{}: {e}", t.name()));
-        assert!(r.checks.iter().all(|c| c.ok), "{}: {:?}", t.name(), r.checks);
+        let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
+            .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+        assert!(
+            r.checks.iter().all(|c| c.ok),
+            "{}: {:?}",
+            t.name(),
+            r.checks
+        );
     }
 }

@@ -12,8 +12,16 @@ use std::time::Duration;
 fn bench(c: &mut Criterion) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let mut group = c.benchmark_group("compile");
-    group.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
-    for name in ["mlp_small", "mlp_medium", "matmul_bias_relu_small", "matmul_bias_relu_large"] {
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(300));
+    for name in [
+        "mlp_small",
+        "mlp_medium",
+        "matmul_bias_relu_small",
+        "matmul_bias_relu_large",
+    ] {
         let bytes = std::fs::read(dir.join(name).join("model.onnx")).expect("example model");
         for t in targets::all() {
             group.bench_with_input(BenchmarkId::new(t.name(), name), &bytes, |b, bytes| {

@@ -28,10 +28,22 @@ impl Tolerance {
     /// place of `dt`, times the growth of rounding error over reductions.
     pub fn for_dtype(dt: DType) -> Tolerance {
         match dt {
-            DType::F32 => Tolerance { abs: 1e-5, rel: 1e-4 },
-            DType::F16 => Tolerance { abs: 1e-3, rel: 1e-2 },
-            DType::Bf16 => Tolerance { abs: 1e-2, rel: 4e-2 },
-            _ => Tolerance { abs: 0.0, rel: 0.15 },
+            DType::F32 => Tolerance {
+                abs: 1e-5,
+                rel: 1e-4,
+            },
+            DType::F16 => Tolerance {
+                abs: 1e-3,
+                rel: 1e-2,
+            },
+            DType::Bf16 => Tolerance {
+                abs: 1e-2,
+                rel: 4e-2,
+            },
+            _ => Tolerance {
+                abs: 0.0,
+                rel: 0.15,
+            },
         }
     }
 }
@@ -179,26 +191,37 @@ pub fn run(
         .map(|(d, x)| (d.name.clone(), tensor_bytes(d, x)))
         .collect();
     let cfg = targets::sim::Config::default();
-    let mut outcome = t.simulate(m, &compiled.program, &bytes, &cfg).map_err(RunError::Sim)?;
+    let mut outcome = t
+        .simulate(m, &compiled.program, &bytes, &cfg)
+        .map_err(RunError::Sim)?;
     let dt = compute_dtype(m, &compiled);
     let tol = Tolerance::for_dtype(dt);
     let mut outputs = Vec::new();
     let mut checks = Vec::new();
     for (k, d) in compiled.program.outputs.iter().enumerate() {
-        let mem = m.memories.iter().position(|x| x.name == d.memory).unwrap_or(0);
+        let mem = m
+            .memories
+            .iter()
+            .position(|x| x.name == d.memory)
+            .unwrap_or(0);
         let raw = outcome
             .state
             .read_tensor(m, mem, d)
             .map_err(|f| RunError::Inputs(format!("output `{}`: {f}", d.name)))?;
         let eb = d.dtype.bytes() as usize;
-        let data: Vec<f64> = raw.chunks(eb).map(|c| targets::sim::from_bytes(d.dtype, c)).collect();
+        let data: Vec<f64> = raw
+            .chunks(eb)
+            .map(|c| targets::sim::from_bytes(d.dtype, c))
+            .collect();
         let ty = TensorType {
             elem: reference[k].ty.elem,
             shape: reference[k].ty.shape.clone(),
         };
         let got = Tensor::new(ty, data);
         let (abs, rel, ok) = compare(&got, &reference[k], tol);
-        let expected_max_abs_err = expected.and_then(|e| e.get(k)).map(|e| compare(&got, e, tol).0);
+        let expected_max_abs_err = expected
+            .and_then(|e| e.get(k))
+            .map(|e| compare(&got, e, tol).0);
         checks.push(OutputCheck {
             name: d.name.clone(),
             max_abs_err: abs,

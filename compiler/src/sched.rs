@@ -145,7 +145,12 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                 need.extend(rec.readers.iter().map(|&f| (f, 1, false)));
             }
         };
-        for (place, write) in b.reads.iter().map(|p| (p, false)).chain(b.writes.iter().map(|p| (p, true))) {
+        for (place, write) in b
+            .reads
+            .iter()
+            .map(|p| (p, false))
+            .chain(b.writes.iter().map(|p| (p, true)))
+        {
             match *place {
                 Place::Reg { file, reg } => {
                     if let Some(rec) = regs.get(&(file, reg)) {
@@ -175,7 +180,14 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                         }
                     }
                     if !found {
-                        recs.push((start, end, Record { writer: None, readers: vec![to] }));
+                        recs.push((
+                            start,
+                            end,
+                            Record {
+                                writer: None,
+                                readers: vec![to],
+                            },
+                        ));
                     }
                 }
             }
@@ -183,12 +195,25 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
         for place in &b.writes {
             match *place {
                 Place::Reg { file, reg } => {
-                    regs.insert((file, reg), Record { writer: Some(to), readers: Vec::new() });
+                    regs.insert(
+                        (file, reg),
+                        Record {
+                            writer: Some(to),
+                            readers: Vec::new(),
+                        },
+                    );
                 }
                 Place::Mem { mem, start, end } => {
                     let recs = mems.entry(mem).or_default();
                     recs.retain(|(s0, e0, _)| !(start <= *s0 && *e0 <= end));
-                    recs.push((start, end, Record { writer: Some(to), readers: Vec::new() }));
+                    recs.push((
+                        start,
+                        end,
+                        Record {
+                            writer: Some(to),
+                            readers: Vec::new(),
+                        },
+                    ));
                 }
             }
         }
@@ -210,7 +235,12 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                 k += 1;
             }
             if from != to {
-                out.push(Edge { from, to, delay, signal });
+                out.push(Edge {
+                    from,
+                    to,
+                    delay,
+                    signal,
+                });
             }
         }
     }
@@ -281,7 +311,11 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
         while let Some((pr, Reverse(i))) = ready.pop() {
             // Same-cycle edges (delay 0) never occur: every edge delays at least one cycle.
             let copy = unit_free[infos[i].unit].iter().position(|f| *f <= cycle);
-            let slot = infos[i].slots.iter().copied().find(|s| !used_slots.contains(s));
+            let slot = infos[i]
+                .slots
+                .iter()
+                .copied()
+                .find(|s| !used_slots.contains(s));
             let (Some(copy), Some(slot)) = (copy, slot) else {
                 blocked.push((pr, Reverse(i)));
                 continue;
@@ -400,9 +434,9 @@ pub fn check(
             signal_edges[k as usize].push(e);
         }
     }
-    for k in 0..bundles.len() {
+    for edges_here in &signal_edges {
         let mut c = bundle_cycle.last().map_or(0, |p| p + 1);
-        for e in &signal_edges[k] {
+        for e in edges_here {
             if let Some(a) = placed[e.from] {
                 c = c.max(bundle_cycle.get(a as usize).copied().unwrap_or(0) + e.delay);
             }

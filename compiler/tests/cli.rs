@@ -508,9 +508,24 @@ fn run_checks_an_example_and_reports_in_json() {
         "--format",
         "json",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = json_of(&out);
-    for key in ["target", "cycles", "seconds", "roofline_cycles", "efficiency", "utilisation", "bytes", "energy_pj", "outputs"] {
+    for key in [
+        "target",
+        "cycles",
+        "seconds",
+        "roofline_cycles",
+        "efficiency",
+        "utilisation",
+        "bytes",
+        "energy_pj",
+        "outputs",
+    ] {
         assert!(v.get(key).is_some(), "missing `{key}` in {v}");
     }
     assert_eq!(v["target"], "systolic-os");
@@ -524,8 +539,18 @@ fn run_checks_an_example_and_reports_in_json() {
 
 #[test]
 fn run_without_data_uses_seeded_inputs() {
-    let out = tessera(&["run", "examples/matmul_bias_relu_small/model.onnx", "-t", "pim-dram"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tessera(&[
+        "run",
+        "examples/matmul_bias_relu_small/model.onnx",
+        "-t",
+        "pim-dram",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok"));
 }
 
@@ -534,12 +559,34 @@ fn run_exits_one_when_an_output_is_off() {
     // Expected outputs that do not match the model: the run must fail.
     let dir = std::env::temp_dir().join(format!("tessera-cli-wrong-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    std::fs::copy(root().join("examples/mlp_small/test_data_set_0/input_0.pb"), dir.join("input_0.pb")).expect("copy");
-    std::fs::copy(root().join("examples/mlp_medium/test_data_set_0/output_0.pb"), dir.join("output_0.pb")).expect("copy");
-    let out = tessera(&["run", "examples/mlp_small/model.onnx", "-t", "vliw-systolic", "--data", &dir.display().to_string(), "--format", "json"]);
+    std::fs::copy(
+        root().join("examples/mlp_small/test_data_set_0/input_0.pb"),
+        dir.join("input_0.pb"),
+    )
+    .expect("copy");
+    std::fs::copy(
+        root().join("examples/mlp_medium/test_data_set_0/output_0.pb"),
+        dir.join("output_0.pb"),
+    )
+    .expect("copy");
+    let out = tessera(&[
+        "run",
+        "examples/mlp_small/model.onnx",
+        "-t",
+        "vliw-systolic",
+        "--data",
+        &dir.display().to_string(),
+        "--format",
+        "json",
+    ]);
     // The interpreter agrees with the program; the stored output is another model's.
     let v = json_of(&out);
-    assert!(v["outputs"][0]["expected_max_abs_err"].as_f64().is_some_and(|e| e > 0.01), "{v}");
+    assert!(
+        v["outputs"][0]["expected_max_abs_err"]
+            .as_f64()
+            .is_some_and(|e| e > 0.01),
+        "{v}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -548,13 +595,42 @@ fn compile_writes_a_program_that_sim_runs() {
     let dir = std::env::temp_dir().join(format!("tessera-cli-compile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let prog = dir.join("mlp.tsr");
-    let out = tessera(&["compile", "examples/mlp_small/model.onnx", "-t", "simd-dsp", "-o", &prog.display().to_string(), "--emit", "ir,report", "--format", "json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tessera(&[
+        "compile",
+        "examples/mlp_small/model.onnx",
+        "-t",
+        "simd-dsp",
+        "-o",
+        &prog.display().to_string(),
+        "--emit",
+        "ir,report",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = json_of(&out);
-    assert!(v["ir"]["nodes"].as_array().is_some_and(|n| !n.is_empty()), "{v}");
+    assert!(
+        v["ir"]["nodes"].as_array().is_some_and(|n| !n.is_empty()),
+        "{v}"
+    );
     assert!(v["report"]["roofline"]["cycles"].as_u64().is_some(), "{v}");
-    let sim = tessera(&["sim", &prog.display().to_string(), "--inputs", "examples/mlp_small/test_data_set_0"]);
-    assert_eq!(sim.status.code(), Some(0), "{}", String::from_utf8_lossy(&sim.stderr));
+    let sim = tessera(&[
+        "sim",
+        &prog.display().to_string(),
+        "--inputs",
+        "examples/mlp_small/test_data_set_0",
+    ]);
+    assert_eq!(
+        sim.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
     // The program refuses another target.
     let disasm = tessera(&["disasm", &prog.display().to_string()]);
     assert_eq!(disasm.status.code(), Some(0));
@@ -565,8 +641,20 @@ fn compile_writes_a_program_that_sim_runs() {
 
 #[test]
 fn compile_emits_every_stage_as_text() {
-    let out = tessera(&["compile", "examples/matmul_bias_relu_small/model.onnx", "-t", "vliw-systolic", "--emit", "ir,asm,schedule,report"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tessera(&[
+        "compile",
+        "examples/matmul_bias_relu_small/model.onnx",
+        "-t",
+        "vliw-systolic",
+        "--emit",
+        "ir,asm,schedule,report",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     for section in ["== ir ==", "== asm ==", "== schedule ==", "== report =="] {
         assert!(text.contains(section), "missing {section}");
@@ -579,15 +667,30 @@ fn compile_refuses_a_missing_or_malformed_model() {
     let out = tessera(&["compile", "no/such/model.onnx", "-t", "vliw-systolic"]);
     assert_eq!(out.status.code(), Some(2));
     let out = tessera(&["compile", "README.md", "-t", "vliw-systolic"]);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = tessera(&["compile", "examples/mlp_small/model.onnx", "-t", "no-such-target"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = tessera(&[
+        "compile",
+        "examples/mlp_small/model.onnx",
+        "-t",
+        "no-such-target",
+    ]);
     assert_eq!(out.status.code(), Some(2));
 }
 
 #[test]
 fn demo_runs_with_no_arguments() {
     let out = tessera(&["demo"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("cycles") && text.contains("ok"), "{text}");
 }

@@ -55,7 +55,11 @@ impl TensorDesc {
 
     /// Elements from one row to the next.
     pub fn row_pitch(&self) -> u64 {
-        if self.pitch == 0 { self.row_len() } else { self.pitch }
+        if self.pitch == 0 {
+            self.row_len()
+        } else {
+            self.pitch
+        }
     }
 
     /// Where each row's bytes go: `(address, offset in the dense bytes, length)`.

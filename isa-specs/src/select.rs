@@ -361,12 +361,12 @@ fn free_immediate(
             params,
             operands: &trial,
         };
-        def.constraints.iter().all(|c| {
-            match (eval::eval(&c.lhs, &env), eval::eval(&c.rhs, &env)) {
+        def.constraints.iter().all(
+            |c| match (eval::eval(&c.lhs, &env), eval::eval(&c.rhs, &env)) {
                 (Ok(a), Ok(b)) => c.op.holds(a.as_f64(), b.as_f64()),
                 _ => true,
-            }
-        })
+            },
+        )
     })
 }
 

@@ -77,7 +77,10 @@ pub struct DemoArgs {
 
 fn parse_dim(s: &str) -> Result<(String, usize), String> {
     let (k, v) = s.split_once('=').ok_or("expected NAME=SIZE")?;
-    let v = v.trim().parse::<usize>().map_err(|e| format!("`{v}`: {e}"))?;
+    let v = v
+        .trim()
+        .parse::<usize>()
+        .map_err(|e| format!("`{v}`: {e}"))?;
     Ok((k.trim().to_owned(), v))
 }
 
@@ -87,7 +90,11 @@ fn load_model(path: &Path, dims: &[(String, usize)]) -> anyhow::Result<Option<Gr
     model_from_bytes(&bytes, &path.display().to_string(), dims)
 }
 
-fn model_from_bytes(bytes: &[u8], name: &str, dims: &[(String, usize)]) -> anyhow::Result<Option<Graph>> {
+fn model_from_bytes(
+    bytes: &[u8],
+    name: &str,
+    dims: &[(String, usize)],
+) -> anyhow::Result<Option<Graph>> {
     let options = compiler::onnx::ImportOptions {
         dims: dims.iter().cloned().collect(),
     };
@@ -118,23 +125,34 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
     let c = match compiler::lower::compile(t, &m, &g) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {}: cannot compile for `{}`: {e}", args.model.display(), m.name);
+            eprintln!(
+                "error: {}: cannot compile for `{}`: {e}",
+                args.model.display(),
+                m.name
+            );
             return Ok(ExitCode::from(EXIT_ERRORS));
         }
     };
     let elapsed = started.elapsed();
     if let Some(out) = &args.output {
-        c.program.save(out).with_context(|| format!("cannot write {}", out.display()))?;
+        c.program
+            .save(out)
+            .with_context(|| format!("cannot write {}", out.display()))?;
     }
     let mut json = serde_json::Map::new();
     for stage in &args.emit {
         let (key, text, value) = match stage {
             Stage::Ir => ("ir", g.to_string(), ir_json(&g)),
             Stage::Asm => {
-                let text = isa_specs::assembly::disassemble(t.isa(), &m, &c.program).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let text = isa_specs::assembly::disassemble(t.isa(), &m, &c.program)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
                 ("asm", text.clone(), serde_json::Value::String(text))
             }
-            Stage::Schedule => ("schedule", schedule_text(t, &m, &c), schedule_json(t, &m, &c)),
+            Stage::Schedule => (
+                "schedule",
+                schedule_text(t, &m, &c),
+                schedule_json(t, &m, &c),
+            ),
             Stage::Report => {
                 let r = report_json(&m, &c, elapsed.as_secs_f64());
                 ("report", report_text(&m, &c, elapsed.as_secs_f64()), r)
@@ -154,7 +172,10 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if args.format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(json))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::Value::Object(json))?
+        );
     }
     eprintln!(
         "{}: {} bundles for `{}` in {:.1} ms{}",
@@ -162,7 +183,10 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
         c.bundles.len(),
         m.name,
         elapsed.as_secs_f64() * 1e3,
-        args.output.as_ref().map(|o| format!(", written to {}", o.display())).unwrap_or_default()
+        args.output
+            .as_ref()
+            .map(|o| format!(", written to {}", o.display()))
+            .unwrap_or_default()
     );
     Ok(ExitCode::from(EXIT_OK))
 }
@@ -185,7 +209,10 @@ fn ir_json(g: &Graph) -> serde_json::Value {
 fn schedule_text(t: &targets::Target, m: &Machine, c: &Compiled) -> String {
     let mut out = String::new();
     for (k, b) in c.bundles.iter().enumerate() {
-        out.push_str(&format!("{k:>6}  {}\n", isa_specs::target::print_bundle(t.isa(), m, b)));
+        out.push_str(&format!(
+            "{k:>6}  {}\n",
+            isa_specs::target::print_bundle(t.isa(), m, b)
+        ));
     }
     out
 }
@@ -257,7 +284,8 @@ fn read_data(dir: &Path, g: &Graph) -> anyhow::Result<(Vec<Tensor>, Option<Vec<T
     let mut inputs = Vec::new();
     for i in 0..g.inputs.len() {
         let p = dir.join(format!("input_{i}.pb"));
-        let (_, t) = compiler::onnx::read_tensor_file(&p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        let (_, t) = compiler::onnx::read_tensor_file(&p)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         inputs.push(t);
     }
     let mut expected = Vec::new();
@@ -266,7 +294,8 @@ fn read_data(dir: &Path, g: &Graph) -> anyhow::Result<(Vec<Tensor>, Option<Vec<T
         if !p.exists() {
             break;
         }
-        let (_, t) = compiler::onnx::read_tensor_file(&p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        let (_, t) = compiler::onnx::read_tensor_file(&p)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
         expected.push(t);
     }
     let expected = (expected.len() == g.outputs.len()).then_some(expected);
@@ -297,7 +326,11 @@ pub fn run_json(m: &Machine, r: &RunResult) -> serde_json::Value {
 fn print_run(m: &Machine, r: &RunResult) {
     let roof = r.compiled.roofline(m);
     println!("target      {}", m.name);
-    println!("cycles      {} ({:.3} µs at the target clock)", r.report.cycles, r.report.seconds * 1e6);
+    println!(
+        "cycles      {} ({:.3} µs at the target clock)",
+        r.report.cycles,
+        r.report.seconds * 1e6
+    );
     println!(
         "roofline    {} cycles (compute {}, home memory {}): efficiency {:.1}%",
         roof.cycles,
@@ -305,13 +338,24 @@ fn print_run(m: &Machine, r: &RunResult) {
         roof.memory_cycles,
         100.0 * roof.cycles as f64 / r.report.cycles.max(1) as f64
     );
-    println!("code        {} bundles, {} instructions", r.compiled.bundles.len(), r.compiled.insts.len());
+    println!(
+        "code        {} bundles, {} instructions",
+        r.compiled.bundles.len(),
+        r.compiled.insts.len()
+    );
     println!("energy      {:.1} nJ", r.report.energy_pj / 1e3);
     for u in &r.report.units {
-        println!("unit        {:<14} {:>6.1}% busy", u.name, 100.0 * u.utilisation);
+        println!(
+            "unit        {:<14} {:>6.1}% busy",
+            u.name,
+            100.0 * u.utilisation
+        );
     }
     for x in &r.report.memories {
-        println!("memory      {:<14} {} bytes read, {} written", x.name, x.bytes_read, x.bytes_written);
+        println!(
+            "memory      {:<14} {} bytes read, {} written",
+            x.name, x.bytes_read, x.bytes_written
+        );
     }
     println!(
         "precision   computes in {}; tolerance |err| <= {} + {} * max|reference|",
@@ -320,7 +364,10 @@ fn print_run(m: &Machine, r: &RunResult) {
         r.tolerance.rel
     );
     for o in &r.checks {
-        let expected = o.expected_max_abs_err.map(|e| format!(", vs expected output {e:.3e}")).unwrap_or_default();
+        let expected = o
+            .expected_max_abs_err
+            .map(|e| format!(", vs expected output {e:.3e}"))
+            .unwrap_or_default();
         println!(
             "output      {:<14} {}  max |err| {:.3e} (relative {:.3e}){expected}",
             o.name,
@@ -331,7 +378,12 @@ fn print_run(m: &Machine, r: &RunResult) {
     }
 }
 
-fn finish_run(m: &Machine, result: Result<RunResult, RunError>, format: Format, what: &str) -> anyhow::Result<ExitCode> {
+fn finish_run(
+    m: &Machine,
+    result: Result<RunResult, RunError>,
+    format: Format,
+    what: &str,
+) -> anyhow::Result<ExitCode> {
     let r = match result {
         Ok(r) => r,
         Err(e) => {
@@ -364,26 +416,41 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
 /// The demo model (bundled in the binary) and its onnxruntime test data.
 const DEMO_MODEL: &[u8] = include_bytes!("../../../examples/mlp_medium/model.onnx");
 const DEMO_INPUT: &[u8] = include_bytes!("../../../examples/mlp_medium/test_data_set_0/input_0.pb");
-const DEMO_OUTPUT: &[u8] = include_bytes!("../../../examples/mlp_medium/test_data_set_0/output_0.pb");
+const DEMO_OUTPUT: &[u8] =
+    include_bytes!("../../../examples/mlp_medium/test_data_set_0/output_0.pb");
 
 /// `tessera demo`.
 pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let Some(t) = targets::by_name(&args.target) else {
-        anyhow::bail!("unknown target `{}` (targets: {})", args.target, targets::names().join(", "));
+        anyhow::bail!(
+            "unknown target `{}` (targets: {})",
+            args.target,
+            targets::names().join(", ")
+        );
     };
     let m = t.machine().clone();
-    println!("Tessera demo: examples/mlp_medium (MatMul+Add+Relu 64->256->256->10, batch 4) on `{}`\n", m.name);
+    println!(
+        "Tessera demo: examples/mlp_medium (MatMul+Add+Relu 64->256->256->10, batch 4) on `{}`\n",
+        m.name
+    );
     let Some(g) = model_from_bytes(DEMO_MODEL, "examples/mlp_medium/model.onnx", &[])? else {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
     print!("{g}");
-    let input = compiler::onnx::read_tensor(DEMO_INPUT).map_err(|e| anyhow::anyhow!("demo input: {e}"))?;
-    let output = compiler::onnx::read_tensor(DEMO_OUTPUT).map_err(|e| anyhow::anyhow!("demo output: {e}"))?;
+    let input =
+        compiler::onnx::read_tensor(DEMO_INPUT).map_err(|e| anyhow::anyhow!("demo input: {e}"))?;
+    let output = compiler::onnx::read_tensor(DEMO_OUTPUT)
+        .map_err(|e| anyhow::anyhow!("demo output: {e}"))?;
     let result = compiler::run::run(t, &m, &g, &[input], Some(&[output]));
     if let Ok(r) = &result {
         println!("\nfirst bundles of the program:");
-        let text = isa_specs::assembly::disassemble(t.isa(), &m, &r.compiled.program).unwrap_or_default();
-        for line in text.lines().filter(|l| !l.starts_with('#') && !l.starts_with(".data")).take(16) {
+        let text =
+            isa_specs::assembly::disassemble(t.isa(), &m, &r.compiled.program).unwrap_or_default();
+        for line in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with(".data"))
+            .take(16)
+        {
             println!("  {line}");
         }
         println!("\nregions:");

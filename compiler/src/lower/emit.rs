@@ -198,7 +198,8 @@ pub struct Emitter<'a> {
     pending: Vec<Vec<Option<Pending>>>,
     generation: u64,
     /// Instruction forms of element-wise operations, found once.
-    pub ew_cache: std::cell::RefCell<std::collections::HashMap<super::ops::Ew, Vec<super::ops::EwForm>>>,
+    pub ew_cache:
+        std::cell::RefCell<std::collections::HashMap<super::ops::Ew, Vec<super::ops::EwForm>>>,
 }
 
 use super::machine::rup as round_up;
@@ -266,10 +267,20 @@ impl<'a> Emitter<'a> {
     }
 
     /// A fresh on-chip buffer for a `rows` x `cols` tile laid out as `pad` says.
-    pub fn buffer_padded(&mut self, mem: MemId, dtype: DType, rows: i64, cols: i64, pad: Pad) -> MemTile {
+    pub fn buffer_padded(
+        &mut self,
+        mem: MemId,
+        dtype: DType,
+        rows: i64,
+        cols: i64,
+        pad: Pad,
+    ) -> MemTile {
         let (pitch, rows_alloc) = match pad {
             Pad::Dense => (cols, rows),
-            Pad::Registers => (round_up(cols, self.info.pitch_granule), round_up(rows, self.info.row_granule)),
+            Pad::Registers => (
+                round_up(cols, self.info.pitch_granule),
+                round_up(rows, self.info.row_granule),
+            ),
             Pad::Aligned => {
                 let align = (self.info.mem_align[mem.index()] / dtype.bytes()).max(1) as i64;
                 let g = super::machine::lcm(self.info.pitch_granule, align);
@@ -333,7 +344,12 @@ impl<'a> Emitter<'a> {
     }
 
     /// The tensor of a tile operation for a register of the given shape.
-    pub fn reg_tensor(file: RegFileId, dtype: DType, reg: u32, shape: Vec<i64>) -> (TileTensor, Ref) {
+    pub fn reg_tensor(
+        file: RegFileId,
+        dtype: DType,
+        reg: u32,
+        shape: Vec<i64>,
+    ) -> (TileTensor, Ref) {
         (
             TileTensor {
                 dtype,
@@ -345,7 +361,11 @@ impl<'a> Emitter<'a> {
     }
 
     /// The cheapest instruction computing `op` (only `only`, if given), checked against the machine.
-    pub fn choose(&self, op: &TileOp, only: Option<InstId>) -> Result<(isa_specs::target::MInst, select::Binder), String> {
+    pub fn choose(
+        &self,
+        op: &TileOp,
+        only: Option<InstId>,
+    ) -> Result<(isa_specs::target::MInst, select::Binder), String> {
         let mut best: Option<(i64, isa_specs::target::MInst, select::Binder)> = None;
         let mut why = Vec::new();
         for (id, b) in self.isa.match_op(self.m, op) {
@@ -376,13 +396,21 @@ impl<'a> Emitter<'a> {
 
     /// Emits the cheapest instruction computing `op` (only `only`, if given).
     /// Registers are virtual, buffers relative. Returns the instruction's index.
-    pub fn emit(&mut self, op: &TileOp, refs: &[Ref], only: Option<InstId>) -> Result<usize, String> {
+    pub fn emit(
+        &mut self,
+        op: &TileOp,
+        refs: &[Ref],
+        only: Option<InstId>,
+    ) -> Result<usize, String> {
         let (mi, b) = self.choose(op, only)?;
         let at = self.code.len();
         let mut operands = Vec::with_capacity(mi.operands.len());
         let mut touched = Vec::new();
         for (oi, v) in mi.operands.iter().enumerate() {
-            let r = b.operand[oi].and_then(|t| refs.get(t)).copied().unwrap_or(Ref::Fixed);
+            let r = b.operand[oi]
+                .and_then(|t| refs.get(t))
+                .copied()
+                .unwrap_or(Ref::Fixed);
             operands.push(match r {
                 Ref::VReg(f, v) => VOperand::Virtual(f, v),
                 Ref::Buf(buf) => {
@@ -393,7 +421,10 @@ impl<'a> Emitter<'a> {
                 Ref::Fixed => VOperand::Fixed(*v),
             });
         }
-        self.code.push(VInst { inst: mi.inst, operands });
+        self.code.push(VInst {
+            inst: mi.inst,
+            operands,
+        });
         for buf in touched {
             self.touch(buf);
         }
@@ -437,12 +468,16 @@ impl<'a> Emitter<'a> {
 
     /// Waits for transfers in flight that conflict with an access to a fixed range.
     fn settle(&mut self, range: Option<(MemId, u64, u64)>, write: bool) -> Result<(), String> {
-        let Some((mem, lo, hi)) = range else { return Ok(()) };
+        let Some((mem, lo, hi)) = range else {
+            return Ok(());
+        };
         let mut conflicts = Vec::new();
         for (bank, sems) in self.pending.iter().enumerate() {
             for (sem, p) in sems.iter().enumerate() {
                 if let Some(p) = p
-                    && p.ranges.iter().any(|(m, a, b, w)| *m == mem && *a < hi && lo < *b && (*w || write))
+                    && p.ranges
+                        .iter()
+                        .any(|(m, a, b, w)| *m == mem && *a < hi && lo < *b && (*w || write))
                 {
                     conflicts.push((bank, sem));
                 }
@@ -468,7 +503,10 @@ impl<'a> Emitter<'a> {
     fn semaphore(&mut self, bank: usize) -> Result<(usize, u64), String> {
         let n = self.pending[bank].len();
         if n == 0 {
-            return Err(format!("semaphore bank `{}` is empty", self.m.semaphores[bank].name));
+            return Err(format!(
+                "semaphore bank `{}` is empty",
+                self.m.semaphores[bank].name
+            ));
         }
         let sem = self.sem_next[bank] % n;
         self.sem_next[bank] = (sem + 1) % n;
@@ -479,7 +517,13 @@ impl<'a> Emitter<'a> {
 
     /// Applies copy instruction `ci` to `v`: into `dst` when given (a memory
     /// tile of the copy's destination place), else into a fresh buffer or register.
-    pub fn copy(&mut self, v: &Val, ci: usize, dst: Option<&MemTile>, pad: Pad) -> Result<Val, String> {
+    pub fn copy(
+        &mut self,
+        v: &Val,
+        ci: usize,
+        dst: Option<&MemTile>,
+        pad: Pad,
+    ) -> Result<Val, String> {
         let c = self.info.copies[ci].clone();
         let (rows, cols) = v.dims();
         if let Val::Mem(t) = v {
@@ -494,13 +538,22 @@ impl<'a> Emitter<'a> {
                 let reg = self.vreg(file);
                 let dims = &self.m.regfiles[file.index()].shape;
                 let full: Vec<i64> = dims.iter().map(|d| d.value).collect();
-                let exact = if c.rank == 2 { vec![rows, cols] } else { vec![cols] };
+                let exact = if c.rank == 2 {
+                    vec![rows, cols]
+                } else {
+                    vec![cols]
+                };
                 if c.rank == 1 && rows != 1 {
                     return Err("a one-dimensional copy of a multi-row tile".to_owned());
                 }
                 let mut last = String::new();
                 for shape in [exact, full] {
-                    let (op, refs) = self.copy_op(&c, v, shape.clone(), Self::reg_tensor(file, c.to.dtype, reg, shape));
+                    let (op, refs) = self.copy_op(
+                        &c,
+                        v,
+                        shape.clone(),
+                        Self::reg_tensor(file, c.to.dtype, reg, shape),
+                    );
                     match self.emit(&op, &refs, Some(c.inst)) {
                         Ok(_) => {
                             return Ok(Val::Reg(RegTile {
@@ -522,7 +575,13 @@ impl<'a> Emitter<'a> {
                     (None, Val::Reg(r)) if !c.narrow => {
                         // A register store may have to write the whole register.
                         let (gr, gc) = self.granule(r.file);
-                        let mut t = self.buffer_padded(mem, c.to.dtype, rows.max(gr), cols.max(gc), pad.max(Pad::Registers));
+                        let mut t = self.buffer_padded(
+                            mem,
+                            c.to.dtype,
+                            rows.max(gr),
+                            cols.max(gc),
+                            pad.max(Pad::Registers),
+                        );
                         t.rows = rows;
                         t.cols = cols;
                         t
@@ -531,7 +590,9 @@ impl<'a> Emitter<'a> {
                 };
                 let bank = match c.sem {
                     Some(oi) => {
-                        let OperandKind::Sem { bank } = self.m.instructions[c.inst.index()].operands[oi].kind else {
+                        let OperandKind::Sem { bank } =
+                            self.m.instructions[c.inst.index()].operands[oi].kind
+                        else {
                             return Err("semaphore operand of another kind".to_owned());
                         };
                         Some(bank.index())
@@ -543,13 +604,22 @@ impl<'a> Emitter<'a> {
                 match v {
                     Val::Reg(_) => {
                         let full: Vec<i64> = match c.from.place {
-                            Place::Reg(f) => self.m.regfiles[f.index()].shape.iter().map(|d| d.value).collect(),
+                            Place::Reg(f) => self.m.regfiles[f.index()]
+                                .shape
+                                .iter()
+                                .map(|d| d.value)
+                                .collect(),
                             Place::Mem(_) => Vec::new(),
                         };
-                        let exact = if c.rank == 2 { vec![rows, cols] } else { vec![cols] };
+                        let exact = if c.rank == 2 {
+                            vec![rows, cols]
+                        } else {
+                            vec![cols]
+                        };
                         let mut last = String::new();
                         for shape in [exact, full] {
-                            let op = self.copy_op(&c, v, shape.clone(), Self::mem_tensor(&out, shape));
+                            let op =
+                                self.copy_op(&c, v, shape.clone(), Self::mem_tensor(&out, shape));
                             match self.check(&op.0, c.inst) {
                                 Ok(()) => {
                                     ops.push(op);
@@ -565,7 +635,12 @@ impl<'a> Emitter<'a> {
                     Val::Mem(src) => {
                         let whole = c.rank == 2;
                         if whole {
-                            let op = self.copy_op(&c, v, vec![rows, cols], Self::mem_tensor(&out, vec![rows, cols]));
+                            let op = self.copy_op(
+                                &c,
+                                v,
+                                vec![rows, cols],
+                                Self::mem_tensor(&out, vec![rows, cols]),
+                            );
                             if self.check(&op.0, c.inst).is_ok() {
                                 ops.push(op);
                             }
@@ -574,14 +649,26 @@ impl<'a> Emitter<'a> {
                             for r in 0..rows {
                                 let s = Val::Mem(src.view(r, 0, 1, cols));
                                 let d = out.view(r, 0, 1, cols);
-                                let shape = if c.rank == 2 { vec![1, cols] } else { vec![cols] };
-                                ops.push(self.copy_op(&c, &s, shape.clone(), Self::mem_tensor(&d, shape)));
+                                let shape = if c.rank == 2 {
+                                    vec![1, cols]
+                                } else {
+                                    vec![cols]
+                                };
+                                ops.push(self.copy_op(
+                                    &c,
+                                    &s,
+                                    shape.clone(),
+                                    Self::mem_tensor(&d, shape),
+                                ));
                             }
                         }
                     }
                 }
                 let mut bufs = Vec::new();
-                if let Val::Mem(MemTile { base: Base::Buf(b), .. }) = v {
+                if let Val::Mem(MemTile {
+                    base: Base::Buf(b), ..
+                }) = v
+                {
                     bufs.push(*b);
                 }
                 if let Base::Buf(b) = out.base {
@@ -603,7 +690,9 @@ impl<'a> Emitter<'a> {
                         // Several transfers may signal one semaphore, up to its maximum count.
                         let max = self.m.semaphores[bank].max.value.max(1) as u32;
                         let (sem, generation) = match current {
-                            Some((s, g)) if matches!(&self.pending[bank][s], Some(p) if p.count < max) => (s, g),
+                            Some((s, g)) if matches!(&self.pending[bank][s], Some(p) if p.count < max) => {
+                                (s, g)
+                            }
                             _ => {
                                 if let Some((full, _)) = current {
                                     self.wait(bank, full)?;
@@ -635,7 +724,13 @@ impl<'a> Emitter<'a> {
     }
 
     /// The tile operation of copy `c` from `v` (given shape) into `dst`.
-    fn copy_op(&self, c: &super::machine::Copy, v: &Val, shape: Vec<i64>, dst: (TileTensor, Ref)) -> (TileOp, Vec<Ref>) {
+    fn copy_op(
+        &self,
+        c: &super::machine::Copy,
+        v: &Val,
+        shape: Vec<i64>,
+        dst: (TileTensor, Ref),
+    ) -> (TileOp, Vec<Ref>) {
         let src = match v {
             Val::Mem(t) => Self::mem_tensor(t, shape.clone()),
             Val::Reg(r) => Self::reg_tensor(r.file, r.dtype, r.reg, shape.clone()),
@@ -647,7 +742,10 @@ impl<'a> Emitter<'a> {
                 offsets: Vec::new(),
             })
             .collect();
-        let read = TileExpr::Access(TileAccess { tensor: 1, indices: idx.clone() });
+        let read = TileExpr::Access(TileAccess {
+            tensor: 1,
+            indices: idx.clone(),
+        });
         let value = match c.cast {
             Some(dt) => TileExpr::Cast(dt, Box::new(read)),
             None => read,
@@ -656,7 +754,10 @@ impl<'a> Emitter<'a> {
             TileOp {
                 tensors: vec![dst.0, src.0],
                 extents: shape,
-                target: TileAccess { tensor: 0, indices: idx },
+                target: TileAccess {
+                    tensor: 0,
+                    indices: idx,
+                },
                 op: AssignOp::Set,
                 value,
             },
@@ -667,7 +768,13 @@ impl<'a> Emitter<'a> {
     /// Moves `v` to `to` along the cheapest chain of copies; the last copy
     /// writes into `dst` when given. Stretches through a register file go
     /// granule by granule, landing in the next memory.
-    pub fn to_loc(&mut self, v: Val, to: Loc, dst: Option<&MemTile>, pad: Pad) -> Result<Val, String> {
+    pub fn to_loc(
+        &mut self,
+        v: Val,
+        to: Loc,
+        dst: Option<&MemTile>,
+        pad: Pad,
+    ) -> Result<Val, String> {
         if v.loc() == to && dst.is_none() {
             return Ok(v);
         }
@@ -686,7 +793,11 @@ impl<'a> Emitter<'a> {
             let c = self.info.copies[chain[k]].clone();
             let last_dst = |j: usize| if j + 1 == n { dst } else { None };
             // A buffer is padded when whole registers will be loaded from it.
-            let pad_here = if k + 1 == n { pad } else { self.info.copies[chain[k + 1]].pad() };
+            let pad_here = if k + 1 == n {
+                pad
+            } else {
+                self.info.copies[chain[k + 1]].pad()
+            };
             let Place::Reg(file) = c.to.place else {
                 v = self.copy(&v, chain[k], last_dst(k), pad_here)?;
                 k += 1;
@@ -703,17 +814,29 @@ impl<'a> Emitter<'a> {
             let Val::Mem(src) = v.clone() else {
                 return Err("a tile larger than its register".to_owned());
             };
-            let Some(j) = (k..n).find(|&j| matches!(self.info.copies[chain[j]].to.place, Place::Mem(_))) else {
+            let Some(j) =
+                (k..n).find(|&j| matches!(self.info.copies[chain[j]].to.place, Place::Mem(_)))
+            else {
                 return Err(format!(
                     "a {rows} x {cols} tile does not fit one register of {}",
                     self.place_name(c.to.place)
                 ));
             };
             let land = self.info.copies[chain[j]].to;
-            let Place::Mem(lm) = land.place else { unreachable!() };
+            let Place::Mem(lm) = land.place else {
+                unreachable!()
+            };
             // Padded when the stores into it write whole registers, or the loads from it read them.
-            let whole_stores = if self.info.copies[chain[j]].narrow { Pad::Dense } else { Pad::Registers };
-            let pad_j = whole_stores.max(if j + 1 == n { pad } else { self.info.copies[chain[j + 1]].pad() });
+            let whole_stores = if self.info.copies[chain[j]].narrow {
+                Pad::Dense
+            } else {
+                Pad::Registers
+            };
+            let pad_j = whole_stores.max(if j + 1 == n {
+                pad
+            } else {
+                self.info.copies[chain[j + 1]].pad()
+            });
             let out = match last_dst(j) {
                 Some(d) => d.clone(),
                 None => self.buffer_padded(lm, land.dtype, rows, cols, pad_j),
@@ -741,7 +864,11 @@ impl<'a> Emitter<'a> {
 
     /// The block one register of a file holds: `(rows, cols)`.
     pub fn granule(&self, file: RegFileId) -> (i64, i64) {
-        let dims: Vec<i64> = self.m.regfiles[file.index()].shape.iter().map(|d| d.value).collect();
+        let dims: Vec<i64> = self.m.regfiles[file.index()]
+            .shape
+            .iter()
+            .map(|d| d.value)
+            .collect();
         match dims.as_slice() {
             [c] => (1, *c),
             [r, c] => (*r, *c),
@@ -760,7 +887,10 @@ impl<'a> Emitter<'a> {
     /// Ends the program: waits for every transfer, then halts.
     pub fn finish(&mut self) -> Result<(), String> {
         self.drain()?;
-        let halt = self.info.halt.ok_or("the machine has no `halt` instruction")?;
+        let halt = self
+            .info
+            .halt
+            .ok_or("the machine has no `halt` instruction")?;
         let n = self.m.instructions[halt.index()].operands.len();
         self.code.push(VInst {
             inst: halt,
@@ -771,11 +901,18 @@ impl<'a> Emitter<'a> {
 }
 
 /// The semantics' single assignment of an instruction, if it has exactly one.
-pub fn single_assign(m: &Machine, inst: InstId) -> Option<(&isa_specs::model::Access, AssignOp, &SemExpr)> {
-    let mut it = m.instructions[inst.index()].semantics.stmts.iter().filter_map(|s| match s {
-        Stmt::Assign { target, op, value } => Some((target, *op, value)),
-        Stmt::Action(_) => None,
-    });
+pub fn single_assign(
+    m: &Machine,
+    inst: InstId,
+) -> Option<(&isa_specs::model::Access, AssignOp, &SemExpr)> {
+    let mut it = m.instructions[inst.index()]
+        .semantics
+        .stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Assign { target, op, value } => Some((target, *op, value)),
+            Stmt::Action(_) => None,
+        });
     match (it.next(), it.next()) {
         (Some(a), None) => Some(a),
         _ => None,

@@ -60,9 +60,19 @@ impl Copy {
 
     /// How a buffer this copy reads from must be laid out.
     pub fn pad(&self) -> super::emit::Pad {
-        if self.needs_padding() { super::emit::Pad::Registers } else { super::emit::Pad::Dense }
+        if self.needs_padding() {
+            super::emit::Pad::Registers
+        } else {
+            super::emit::Pad::Dense
+        }
     }
 }
+
+/// A chain of copies (indices into [`Info::copies`]) and the place it starts from.
+pub type Chain = (Loc, Vec<usize>);
+
+/// Chains found, by sources and destination.
+type PathCache = std::collections::HashMap<(Vec<Loc>, Loc), Option<Chain>>;
 
 /// The machine as the lowering sees it.
 #[derive(Clone, Debug)]
@@ -84,7 +94,7 @@ pub struct Info {
     /// alignment and fixed register widths.
     pub col_granule: i64,
     /// Paths already searched.
-    path_cache: std::cell::RefCell<std::collections::HashMap<(Vec<Loc>, Loc), Option<(Loc, Vec<usize>)>>>,
+    path_cache: std::cell::RefCell<PathCache>,
     /// On-chip buffers have a multiple of this many rows: fixed register heights.
     pub row_granule: i64,
     /// Rows of on-chip buffers are a multiple of this many elements apart: fixed register widths.
@@ -107,10 +117,12 @@ fn plain_access(e: &SemExpr) -> Option<(&Access, Option<DType>)> {
 fn plain_indices(a: &Access) -> Option<Vec<usize>> {
     a.indices
         .iter()
-        .map(|ix| match (ix.terms.as_slice(), ix.constant, ix.offsets.is_empty()) {
-            ([(i, 1)], 0, true) => Some(i.index()),
-            _ => None,
-        })
+        .map(
+            |ix| match (ix.terms.as_slice(), ix.constant, ix.offsets.is_empty()) {
+                ([(i, 1)], 0, true) => Some(i.index()),
+                _ => None,
+            },
+        )
         .collect()
 }
 
@@ -219,18 +231,23 @@ impl Info {
                 continue;
             }
             let (dst, srco) = (target.operand.index(), src.operand.index());
-            let (Some(to), Some(from)) = (operand_loc(m, id, dst), operand_loc(m, id, srco))
-            else {
+            let (Some(to), Some(from)) = (operand_loc(m, id, dst), operand_loc(m, id, srco)) else {
                 continue;
             };
             // Scalar register files cannot hold tiles.
-            let scalar = |l: Loc| matches!(l.place, Place::Reg(f) if m.regfiles[f.index()].shape.is_empty());
+            let scalar =
+                |l: Loc| matches!(l.place, Place::Reg(f) if m.regfiles[f.index()].shape.is_empty());
             if scalar(to) || scalar(from) {
                 continue;
             }
             for (oi, loc) in [(dst, to), (srco, from)] {
                 match (&def.operands[oi].kind, loc.place) {
-                    (OperandKind::Mem { align, dtype, mem, .. }, _) if *align <= 256 => {
+                    (
+                        OperandKind::Mem {
+                            align, dtype, mem, ..
+                        },
+                        _,
+                    ) if *align <= 256 => {
                         if *mem == home {
                             home_align = home_align.max(*align);
                         }
@@ -248,7 +265,10 @@ impl Info {
                             pitch_granule = lcm(pitch_granule, w.value.max(1));
                         }
                         let dims = &m.regfiles[file.index()].shape;
-                        if dims.len() == 2 && shape.first().is_some_and(|d| !mentions_operand(d)) && dims[0].value <= 64 {
+                        if dims.len() == 2
+                            && shape.first().is_some_and(|d| !mentions_operand(d))
+                            && dims[0].value <= 64
+                        {
                             row_granule = lcm(row_granule, dims[0].value.max(1));
                         }
                     }

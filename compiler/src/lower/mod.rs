@@ -110,14 +110,22 @@ pub struct Roofline {
 impl Compiled {
     /// The roofline bound on machine `m`.
     pub fn roofline(&self, m: &Machine) -> Roofline {
-        let peak: i64 = m.units.iter().map(|u| u.macs_per_cycle.value * u.count.value.max(1)).sum();
+        let peak: i64 = m
+            .units
+            .iter()
+            .map(|u| u.macs_per_cycle.value * u.count.value.max(1))
+            .sum();
         let home = m
             .memories
             .iter()
             .filter(|x| x.kind.off_chip())
             .max_by_key(|x| x.size.value);
         let bw = home.map_or(1, |x| x.bandwidth.value.max(1)) as u64;
-        let compute_cycles = if peak > 0 { self.macs.div_ceil(peak as u64) } else { 0 };
+        let compute_cycles = if peak > 0 {
+            self.macs.div_ceil(peak as u64)
+        } else {
+            0
+        };
         let memory_cycles = self.min_home_bytes.div_ceil(bw);
         Roofline {
             compute_cycles,
@@ -191,13 +199,21 @@ pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, 
     let info = Info::new(m).map_err(err)?;
     let home_mem = info.home;
     let loadable = |dt: DType| {
-        let here = Loc { place: Place::Mem(home_mem), dtype: dt };
+        let here = Loc {
+            place: Place::Mem(home_mem),
+            dtype: dt,
+        };
         info.copies.iter().any(|c| c.from == here) && info.copies.iter().any(|c| c.to == here)
     };
     let act = [DType::F32, DType::Bf16, DType::F16]
         .into_iter()
         .find(|d| loadable(*d))
-        .ok_or_else(|| err(format!("no instruction loads or stores floating-point tensors of memory `{}`", m.memories[home_mem.index()].name)))?;
+        .ok_or_else(|| {
+            err(format!(
+                "no instruction loads or stores floating-point tensors of memory `{}`",
+                m.memories[home_mem.index()].name
+            ))
+        })?;
     let mut l = Lowerer {
         g,
         e: Emitter::new(m, t.isa(), &info),
@@ -246,8 +262,15 @@ impl Lowerer<'_> {
         let g = self.g;
         let outputs: Vec<ValueId> = g.outputs.clone();
         let out_dtype = {
-            let f32home = Loc { place: Place::Mem(self.info.home), dtype: DType::F32 };
-            if self.info.copies.iter().any(|c| c.to == f32home) { DType::F32 } else { self.act }
+            let f32home = Loc {
+                place: Place::Mem(self.info.home),
+                dtype: DType::F32,
+            };
+            if self.info.copies.iter().any(|c| c.to == f32home) {
+                DType::F32
+            } else {
+                self.act
+            }
         };
         // Aliases first: a view's output shares its input's bytes.
         let mut alias: HashMap<ValueId, ValueId> = HashMap::new();
@@ -290,18 +313,37 @@ impl Lowerer<'_> {
                         h.pitch
                     )));
                 }
-                self.homes.insert(v, Home { rows, cols, pitch: if cols == h.cols { h.pitch } else { cols }, ..h });
+                self.homes.insert(
+                    v,
+                    Home {
+                        rows,
+                        cols,
+                        pitch: if cols == h.cols { h.pitch } else { cols },
+                        ..h
+                    },
+                );
                 continue;
             }
             // A graph output produced through an alias needs its own bytes only if it is not the root.
-            let dtype = if outputs.contains(&v) || alias.iter().any(|(a, r)| *r == v && outputs.contains(a)) {
+            let dtype = if outputs.contains(&v)
+                || alias.iter().any(|(a, r)| *r == v && outputs.contains(a))
+            {
                 out_dtype
             } else {
                 self.act
             };
             let pitch = self.home_pitch(cols, dtype);
             let addr = self.alloc_home((rows * pitch) as u64 * dtype.bytes(), 64);
-            self.homes.insert(v, Home { addr, dtype, rows, cols, pitch });
+            self.homes.insert(
+                v,
+                Home {
+                    addr,
+                    dtype,
+                    rows,
+                    cols,
+                    pitch,
+                },
+            );
         }
         Ok(())
     }
@@ -352,7 +394,10 @@ impl Lowerer<'_> {
                 }
                 Op::Cast { to } if g.ty(n.inputs[0]).elem == *to => continue,
                 Op::Cast { to } => {
-                    return Err(Self::node_err(n, format!("Cast to {} is not supported by the lowering yet", to.name())));
+                    return Err(Self::node_err(
+                        n,
+                        format!("Cast to {} is not supported by the lowering yet", to.name()),
+                    ));
                 }
                 Op::Transpose { .. } => {
                     return Err(Self::node_err(
@@ -394,10 +439,18 @@ impl Lowerer<'_> {
             let before = self.e.code.len();
             self.region(&members).map_err(|e| {
                 let n = &g.nodes[members[0]];
-                if e.node.is_some() { e } else { Self::node_err(n, e.message) }
+                if e.node.is_some() {
+                    e
+                } else {
+                    Self::node_err(n, e.message)
+                }
             })?;
-            let names: Vec<String> = members.iter().map(|&k| format!("{}({})", g.nodes[k].op.name(), g.nodes[k].name)).collect();
-            self.regions.push((names.join(" -> "), self.e.code.len() - before));
+            let names: Vec<String> = members
+                .iter()
+                .map(|&k| format!("{}({})", g.nodes[k].op.name(), g.nodes[k].name))
+                .collect();
+            self.regions
+                .push((names.join(" -> "), self.e.code.len() - before));
         }
         Ok(())
     }
@@ -407,7 +460,11 @@ impl Lowerer<'_> {
         let g = self.g;
         let root = &g.nodes[members[0]];
         let out = g.nodes[*members.last().unwrap_or(&0)].outputs[0];
-        let out_home = self.homes.get(&out).cloned().ok_or_else(|| err("output without a home"))?;
+        let out_home = self
+            .homes
+            .get(&out)
+            .cloned()
+            .ok_or_else(|| err("output without a home"))?;
         let (rows, cols) = (out_home.rows, out_home.cols);
         // Steps: (op, other operand, running value is the second operand).
         let mut steps: Vec<(Ew, Option<ValueId>, bool)> = Vec::new();
@@ -416,10 +473,13 @@ impl Lowerer<'_> {
         if let Op::MatMul = root.op {
             root_input = None;
         } else {
-            let ew = Self::ew_of(&root.op).ok_or_else(|| Self::node_err(root, "not an element-wise op"))?;
+            let ew = Self::ew_of(&root.op)
+                .ok_or_else(|| Self::node_err(root, "not an element-wise op"))?;
             if ew.binary() {
                 let (a, b) = (root.inputs[0], root.inputs[1]);
-                let full = |v: ValueId| g.ty(v).shape == g.ty(root.outputs[0]).shape && !g.constants.contains_key(&v);
+                let full = |v: ValueId| {
+                    g.ty(v).shape == g.ty(root.outputs[0]).shape && !g.constants.contains_key(&v)
+                };
                 if full(a) {
                     root_input = Some(a);
                     steps.push((ew, Some(b), false));
@@ -427,7 +487,10 @@ impl Lowerer<'_> {
                     root_input = Some(b);
                     steps.push((ew, Some(a), true));
                 } else {
-                    return Err(Self::node_err(root, "neither operand has the output's shape (both broadcast or constant); not supported yet"));
+                    return Err(Self::node_err(
+                        root,
+                        "neither operand has the output's shape (both broadcast or constant); not supported yet",
+                    ));
                 }
             } else {
                 root_input = Some(root.inputs[0]);
@@ -452,10 +515,14 @@ impl Lowerer<'_> {
                 }
                 Ew::Div if ops::ew_forms(&self.e, Ew::Div).is_empty() => {
                     if swapped {
-                        return Err(err("cannot compile: the target lacks `d = a / b`, and `b / x` needs it"));
+                        return Err(err(
+                            "cannot compile: the target lacks `d = a / b`, and `b / x` needs it",
+                        ));
                     }
                     if ops::ew_forms(&self.e, Ew::Recip).is_empty() {
-                        return Err(err("cannot compile: the target lacks `d = a / b` and `d = recip(a)`"));
+                        return Err(err(
+                            "cannot compile: the target lacks `d = a / b` and `d = recip(a)`",
+                        ));
                     }
                     plan.push((Ew::Mul, other.map(|o| Operand::Recip(Box::new(o))), false));
                 }
@@ -472,7 +539,9 @@ impl Lowerer<'_> {
             None => {
                 let budget = self.tile_budget();
                 let tw = cols.min(512);
-                let th = (budget / (tw * 4 * (plan.len() as i64 + 2) * 2)).clamp(1, 256).min(rows);
+                let th = (budget / (tw * 4 * (plan.len() as i64 + 2) * 2))
+                    .clamp(1, 256)
+                    .min(rows);
                 (th, tw)
             }
         };
@@ -500,11 +569,18 @@ impl Lowerer<'_> {
                             Some(o) => Some(self.operand(o, out, row0, c, h, w)?),
                             None => None,
                         };
-                        chain.push(Step { ew: *ew, other, swapped: *swapped });
+                        chain.push(Step {
+                            ew: *ew,
+                            other,
+                            swapped: *swapped,
+                        });
                     }
                     let v = ops::chain(&mut self.e, input, &chain).map_err(err)?;
                     let dst = out_home.tile(self.home_mem(), row0, c, h, w);
-                    let to = Loc { place: Place::Mem(self.home_mem()), dtype: out_home.dtype };
+                    let to = Loc {
+                        place: Place::Mem(self.home_mem()),
+                        dtype: out_home.dtype,
+                    };
                     self.e.to_loc(v, to, Some(&dst), Pad::Dense).map_err(err)?;
                     c += w;
                 }
@@ -525,7 +601,15 @@ impl Lowerer<'_> {
     }
 
     /// A tile of an operand of the region's element-wise steps.
-    fn operand(&mut self, o: &Operand, out: ValueId, r: i64, c: i64, h: i64, w: i64) -> Result<Val, LowerError> {
+    fn operand(
+        &mut self,
+        o: &Operand,
+        out: ValueId,
+        r: i64,
+        c: i64,
+        h: i64,
+        w: i64,
+    ) -> Result<Val, LowerError> {
         match o {
             Operand::Value(v) => self.operand_tile(*v, out, r, c, h, w),
             Operand::Zeros => {
@@ -534,20 +618,41 @@ impl Lowerer<'_> {
             }
             Operand::Recip(inner) => {
                 let x = self.operand(inner, out, r, c, h, w)?;
-                ops::chain(&mut self.e, x, &[Step { ew: Ew::Recip, other: None, swapped: false }]).map_err(err)
+                ops::chain(
+                    &mut self.e,
+                    x,
+                    &[Step {
+                        ew: Ew::Recip,
+                        other: None,
+                        swapped: false,
+                    }],
+                )
+                .map_err(err)
             }
         }
     }
 
     /// The `[r.., c..]` tile of value `v` broadcast to the shape of `out`.
-    fn operand_tile(&mut self, v: ValueId, out: ValueId, r: i64, c: i64, h: i64, w: i64) -> Result<Val, LowerError> {
+    fn operand_tile(
+        &mut self,
+        v: ValueId,
+        out: ValueId,
+        r: i64,
+        c: i64,
+        h: i64,
+        w: i64,
+    ) -> Result<Val, LowerError> {
         let g = self.g;
         let (vs, os) = (&g.ty(v).shape, &g.ty(out).shape);
         if g.constants.contains_key(&v) {
             let t = self.packed_const(Some(v), out, "expanded")?;
             return Ok(Val::Mem(t.view(r, c, h, w)));
         }
-        let home = self.homes.get(&v).cloned().ok_or_else(|| err("operand without a home"))?;
+        let home = self
+            .homes
+            .get(&v)
+            .cloned()
+            .ok_or_else(|| err("operand without a home"))?;
         if vs == os {
             return Ok(Val::Mem(home.tile(self.home_mem(), r, c, h, w)));
         }
@@ -580,20 +685,36 @@ impl Lowerer<'_> {
             .info
             .copies
             .iter()
-            .find(|cp| cp.from == Loc { place: Place::Mem(self.home_mem()), dtype: home.dtype } && matches!(cp.to.place, Place::Mem(_)))
+            .find(|cp| {
+                cp.from
+                    == Loc {
+                        place: Place::Mem(self.home_mem()),
+                        dtype: home.dtype,
+                    }
+                    && matches!(cp.to.place, Place::Mem(_))
+            })
             .map(|cp| cp.to)
             .ok_or_else(|| err("nothing loads from the home memory"))?;
-        let Place::Mem(lm) = land.place else { unreachable!() };
+        let Place::Mem(lm) = land.place else {
+            unreachable!()
+        };
         let buf = self.e.buffer_padded(lm, land.dtype, h, w, Pad::Registers);
         for i in 0..h {
             let src = home.tile(self.home_mem(), src_row(r + i), c, 1, w);
-            self.e.to_loc(Val::Mem(src), land, Some(&buf.view(i, 0, 1, w)), Pad::Dense).map_err(err)?;
+            self.e
+                .to_loc(Val::Mem(src), land, Some(&buf.view(i, 0, 1, w)), Pad::Dense)
+                .map_err(err)?;
         }
         Ok(Val::Mem(buf))
     }
 
     /// A constant (or zeros) expanded to the shape of `out`, packed at home in the activation type.
-    fn packed_const(&mut self, v: Option<ValueId>, out: ValueId, kind: &str) -> Result<MemTile, LowerError> {
+    fn packed_const(
+        &mut self,
+        v: Option<ValueId>,
+        out: ValueId,
+        kind: &str,
+    ) -> Result<MemTile, LowerError> {
         let key = (v.unwrap_or(out), format!("{kind}:{}", out.index()));
         if let Some(t) = self.packed.get(&key) {
             return Ok(t.clone());
@@ -647,7 +768,13 @@ impl Lowerer<'_> {
             addr,
             bytes: encode(dt, out),
         });
-        Home { addr, dtype: dt, rows, cols, pitch }
+        Home {
+            addr,
+            dtype: dt,
+            rows,
+            cols,
+            pitch,
+        }
     }
 
     /// Back end: buffers, registers, schedule, encoding.
@@ -656,7 +783,9 @@ impl Lowerer<'_> {
         let mut buffers = Vec::new();
         let mut bases = vec![0u64; self.e.bufs.len()];
         for (mi, mem) in m.memories.iter().enumerate() {
-            let ids: Vec<usize> = (0..self.e.bufs.len()).filter(|&b| self.e.bufs[b].mem.index() == mi).collect();
+            let ids: Vec<usize> = (0..self.e.bufs.len())
+                .filter(|&b| self.e.bufs[b].mem.index() == mi)
+                .collect();
             if ids.is_empty() {
                 continue;
             }
@@ -669,30 +798,43 @@ impl Lowerer<'_> {
                 })
                 .collect();
             let cap = mem.size.value as u64;
-            let plan = memplan::plan(&bs, cap).map_err(|e| err(format!("memory `{}`: {e}", mem.name)))?;
-            memplan::check(&bs, &plan, cap).map_err(|e| err(format!("memory plan of `{}` is invalid: {}", mem.name, e.join("; "))))?;
+            let plan =
+                memplan::plan(&bs, cap).map_err(|e| err(format!("memory `{}`: {e}", mem.name)))?;
+            memplan::check(&bs, &plan, cap).map_err(|e| {
+                err(format!(
+                    "memory plan of `{}` is invalid: {}",
+                    mem.name,
+                    e.join("; ")
+                ))
+            })?;
             for (k, &b) in ids.iter().enumerate() {
                 bases[b] = plan.offsets[k];
             }
             buffers.push((mem.name.clone(), plan.peak, cap));
         }
         for &(i, oi, b) in &self.e.fixups {
-            if let regalloc::VOperand::Fixed(isa_specs::target::OpValue::Addr(a)) = &mut self.e.code[i].operands[oi] {
+            if let regalloc::VOperand::Fixed(isa_specs::target::OpValue::Addr(a)) =
+                &mut self.e.code[i].operands[oi]
+            {
                 *a += bases[b];
             }
         }
         let code = std::mem::take(&mut self.e.code);
         let selected = code.iter().map(|vi| print_virtual(m, vi)).collect();
         let insts = regalloc::allocate(m, &code).map_err(|e| err(e.to_string()))?;
-        regalloc::check(m, &code, &insts).map_err(|e| err(format!("register allocation is invalid: {}", e.join("; "))))?;
+        regalloc::check(m, &code, &insts)
+            .map_err(|e| err(format!("register allocation is invalid: {}", e.join("; "))))?;
         for mi in &insts {
-            isa_specs::target::check_constraints(m, mi).map_err(|e| err(format!("after placement: {e}")))?;
+            isa_specs::target::check_constraints(m, mi)
+                .map_err(|e| err(format!("after placement: {e}")))?;
         }
         let bundles = sched::schedule(t, m, &insts);
-        sched::check(t, m, &insts, &bundles).map_err(|e| err(format!("schedule is invalid: {}", e.join("; "))))?;
+        sched::check(t, m, &insts, &bundles)
+            .map_err(|e| err(format!("schedule is invalid: {}", e.join("; "))))?;
         let mut program = Program::new(m);
         for b in &bundles {
-            let word = isa_specs::target::encode_bundle(t.isa(), m, b).map_err(|e| err(e.to_string()))?;
+            let word =
+                isa_specs::target::encode_bundle(t.isa(), m, b).map_err(|e| err(e.to_string()))?;
             program.code.extend_from_slice(&word);
         }
         program.data = std::mem::take(&mut self.data);
@@ -710,7 +852,10 @@ impl Lowerer<'_> {
             program.inputs.push(desc(*v, h));
         }
         for v in &self.g.outputs {
-            let h = self.homes.get(v).ok_or_else(|| err("a graph output is a constant; nothing to compute"))?;
+            let h = self
+                .homes
+                .get(v)
+                .ok_or_else(|| err("a graph output is a constant; nothing to compute"))?;
             program.outputs.push(desc(*v, h));
         }
         let macs = self
@@ -730,7 +875,12 @@ impl Lowerer<'_> {
             .iter()
             .chain(&self.g.outputs)
             .map(|v| self.g.ty(*v).numel() as u64 * self.homes[v].dtype.bytes())
-            .chain(self.g.constants.iter().map(|(_, t)| t.ty.numel() as u64 * self.act.bytes()))
+            .chain(
+                self.g
+                    .constants
+                    .values()
+                    .map(|t| t.ty.numel() as u64 * self.act.bytes()),
+            )
             .sum();
         Ok(Compiled {
             program,
@@ -754,16 +904,26 @@ pub fn print_virtual(m: &Machine, vi: &regalloc::VInst) -> String {
         .iter()
         .zip(&def.operands)
         .map(|(v, o)| match (v, &o.kind) {
-            (regalloc::VOperand::Virtual(f, n), _) => format!("%{}.{n}", m.regfiles[f.index()].name),
-            (regalloc::VOperand::Fixed(OpValue::Reg(r)), OperandKind::Reg { file, .. }) => format!("{}{r}", m.regfiles[file.index()].name),
-            (regalloc::VOperand::Fixed(OpValue::Sem(s)), OperandKind::Sem { bank }) => format!("{}{s}", m.semaphores[bank.index()].name),
+            (regalloc::VOperand::Virtual(f, n), _) => {
+                format!("%{}.{n}", m.regfiles[f.index()].name)
+            }
+            (regalloc::VOperand::Fixed(OpValue::Reg(r)), OperandKind::Reg { file, .. }) => {
+                format!("{}{r}", m.regfiles[file.index()].name)
+            }
+            (regalloc::VOperand::Fixed(OpValue::Sem(s)), OperandKind::Sem { bank }) => {
+                format!("{}{s}", m.semaphores[bank.index()].name)
+            }
             (regalloc::VOperand::Fixed(OpValue::Addr(a)), _) => format!("@{a:#x}"),
             (regalloc::VOperand::Fixed(OpValue::Imm(i)), _) => i.to_string(),
             (regalloc::VOperand::Fixed(OpValue::Real(x)), _) => format!("{x:?}"),
             (regalloc::VOperand::Fixed(x), _) => format!("{x:?}"),
         })
         .collect();
-    if ops.is_empty() { def.name.clone() } else { format!("{} {}", def.name, ops.join(", ")) }
+    if ops.is_empty() {
+        def.name.clone()
+    } else {
+        format!("{} {}", def.name, ops.join(", "))
+    }
 }
 
 /// An operand of an element-wise step.
@@ -819,7 +979,10 @@ impl Lowerer<'_> {
         let (a, b) = (n.inputs[0], n.inputs[1]);
         let (sa, sb, so) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(n.outputs[0]).shape);
         if sa.len() < 2 || sb.len() < 2 {
-            return Err(Self::node_err(n, "one-dimensional MatMul operands are not supported yet"));
+            return Err(Self::node_err(
+                n,
+                "one-dimensional MatMul operands are not supported yet",
+            ));
         }
         let (m, k) = (sa[sa.len() - 2] as i64, sa[sa.len() - 1] as i64);
         let nn = sb[sb.len() - 1] as i64;
@@ -855,39 +1018,82 @@ impl Lowerer<'_> {
         for c in &cs {
             // Activations are row-major at home: they cannot be read transposed.
             if !a_const && c.a_dims.first() == Some(&Role::K) && c.a_dims.len() == 2 {
-                why.push(format!("`{}` reads A transposed", self.e.m.instructions[c.inst.index()].name));
+                why.push(format!(
+                    "`{}` reads A transposed",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
                 continue;
             }
             if !b_const && c.b_dims.first() == Some(&Role::N) {
-                why.push(format!("`{}` reads B transposed and B is computed", self.e.m.instructions[c.inst.index()].name));
+                why.push(format!(
+                    "`{}` reads B transposed and B is computed",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
                 continue;
             }
-            let Some(locs) = c.locs(&self.e) else { continue };
+            let Some(locs) = c.locs(&self.e) else {
+                continue;
+            };
             if !a_const && locs[1].place == Place::Mem(self.info.home) {
-                why.push(format!("`{}` needs A resident in memory and A is computed", self.e.m.instructions[c.inst.index()].name));
+                why.push(format!(
+                    "`{}` needs A resident in memory and A is computed",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
                 continue;
             }
             if !b_const && locs[2].place == Place::Mem(self.info.home) {
-                why.push(format!("`{}` needs B resident in memory and B is computed", self.e.m.instructions[c.inst.index()].name));
+                why.push(format!(
+                    "`{}` needs B resident in memory and B is computed",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
                 continue;
             }
-            let partner = cs.iter().find(|d| d.set != c.set && d.locs(&self.e) == Some(locs) && d.t_dims == c.t_dims && d.a_dims == c.a_dims && d.b_dims == c.b_dims);
+            let partner = cs.iter().find(|d| {
+                d.set != c.set
+                    && d.locs(&self.e) == Some(locs)
+                    && d.t_dims == c.t_dims
+                    && d.a_dims == c.a_dims
+                    && d.b_dims == c.b_dims
+            });
             if !c.set && partner.is_some() {
                 continue; // considered from the overwriting form
             }
-            let (set, acc) = if c.set { (Some(c.clone()), partner.cloned()) } else { (None, Some(c.clone())) };
+            let (set, acc) = if c.set {
+                (Some(c.clone()), partner.cloned())
+            } else {
+                (None, Some(c.clone()))
+            };
             let Some((cost, tm, tn, tk)) = self.tile_search(c, m, nn, k) else {
-                why.push(format!("`{}` accepts no tile size", self.e.m.instructions[c.inst.index()].name));
+                why.push(format!(
+                    "`{}` accepts no tile size",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
                 continue;
             };
             if set.is_some() && acc.is_none() && tk < k {
-                why.push(format!("`{}` cannot accumulate a reduction of {k}", self.e.m.instructions[c.inst.index()].name));
+                why.push(format!(
+                    "`{}` cannot accumulate a reduction of {k}",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
                 continue;
             }
             if best.as_ref().is_none_or(|(bc, _)| cost < *bc) {
                 best = Some((
                     cost,
-                    MatMulPlan { set, acc, tm, tn, tk, m, k, n: nn, a, b, a_batch: a_batch.clone(), b_batch: b_batch.clone() },
+                    MatMulPlan {
+                        set,
+                        acc,
+                        tm,
+                        tn,
+                        tk,
+                        m,
+                        k,
+                        n: nn,
+                        a,
+                        b,
+                        a_batch: a_batch.clone(),
+                        b_batch: b_batch.clone(),
+                    },
                 ));
             }
         }
@@ -908,7 +1114,13 @@ impl Lowerer<'_> {
         let gran = self.info.col_granule;
         // Register shapes (an instruction may need whole registers, even past the
         // matrix's edge), and powers of two up to the dimension.
-        let fixed: Vec<i64> = self.e.m.regfiles.iter().flat_map(|r| r.shape.iter().map(|d| d.value)).collect();
+        let fixed: Vec<i64> = self
+            .e
+            .m
+            .regfiles
+            .iter()
+            .flat_map(|r| r.shape.iter().map(|d| d.value))
+            .collect();
         let cands = |dim: i64| -> Vec<i64> {
             let top = machine::rup(dim, gran).max(1);
             let mut v: Vec<i64> = (0..13).map(|p| 1i64 << p).filter(|x| *x <= top).collect();
@@ -930,17 +1142,29 @@ impl Lowerer<'_> {
             for &tn in &ns {
                 for &tk in &ks {
                     let mnk = (tm, tn, tk);
-                    let bytes_ok = [(&c.t_dims, locs[0]), (&c.a_dims, locs[1]), (&c.b_dims, locs[2])].iter().all(|(d, l)| match l.place {
+                    let bytes_ok = [
+                        (&c.t_dims, locs[0]),
+                        (&c.a_dims, locs[1]),
+                        (&c.b_dims, locs[2]),
+                    ]
+                    .iter()
+                    .all(|(d, l)| match l.place {
                         Place::Mem(mem) if mem != self.info.home => {
-                            Contraction::shape(d, mnk).iter().product::<i64>() * l.dtype.bytes() as i64 <= budget(mem)
+                            Contraction::shape(d, mnk).iter().product::<i64>()
+                                * l.dtype.bytes() as i64
+                                <= budget(mem)
                         }
                         _ => true,
                     });
                     if !bytes_ok {
                         continue;
                     }
-                    let Some(op) = c.probe(&self.e, mnk) else { continue };
-                    let Ok((mi, _)) = self.e.choose(&op, Some(c.inst)) else { continue };
+                    let Some(op) = c.probe(&self.e, mnk) else {
+                        continue;
+                    };
+                    let Ok((mi, _)) = self.e.choose(&op, Some(c.inst)) else {
+                        continue;
+                    };
                     let occ = self.e.isa.occupancy(self.e.m, &mi).max(1);
                     let tiles = machine::cdiv(m, tm) * machine::cdiv(n, tn) * machine::cdiv(k, tk);
                     // Occupancy plus a per-tile overhead for the moves around it.
@@ -960,8 +1184,24 @@ impl Lowerer<'_> {
     /// `B` in its natural layout is cut into column panels one tile wide, each
     /// a dense matrix starting aligned, so every tile's rows start aligned:
     /// returns the panels and their width (0: one piece).
-    fn packed_matrix(&mut self, v: ValueId, batch_row0: i64, dims: &[Role], dt: DType, p: &MatMulPlan) -> Result<(Vec<MemTile>, i64), LowerError> {
-        let key = (v, format!("mm:{batch_row0}:{dims:?}:{}:{}:{}:{}", dt.name(), p.tm, p.tn, p.tk));
+    fn packed_matrix(
+        &mut self,
+        v: ValueId,
+        batch_row0: i64,
+        dims: &[Role],
+        dt: DType,
+        p: &MatMulPlan,
+    ) -> Result<(Vec<MemTile>, i64), LowerError> {
+        let key = (
+            v,
+            format!(
+                "mm:{batch_row0}:{dims:?}:{}:{}:{}:{}",
+                dt.name(),
+                p.tm,
+                p.tn,
+                p.tk
+            ),
+        );
         if let Some(t) = self.packed_panels.get(&key) {
             return Ok(t.clone());
         }
@@ -975,7 +1215,11 @@ impl Lowerer<'_> {
             Role::N => machine::rup(x, p.tn),
             Role::K => machine::rup(x, p.tk),
         };
-        let (rr, cr) = if is_a { (Role::M, Role::K) } else { (Role::K, Role::N) };
+        let (rr, cr) = if is_a {
+            (Role::M, Role::K)
+        } else {
+            (Role::K, Role::N)
+        };
         let (rp, cp) = (pad(r, rr), pad(c, cr));
         let transposed = dims.first() == Some(&cr) && dims.len() == 2;
         let (orows, ocols) = if transposed { (cp, rp) } else { (rp, cp) };
@@ -987,14 +1231,27 @@ impl Lowerer<'_> {
                 data[(oi * ocols + oj) as usize] = x;
             }
         }
-        let pw = if !is_a && !transposed && ocols > p.tn { p.tn } else { 0 };
+        let pw = if !is_a && !transposed && ocols > p.tn {
+            p.tn
+        } else {
+            0
+        };
         let panels = if pw == 0 {
-            vec![self.padded(data, orows, ocols, dt).tile(self.home_mem(), 0, 0, orows, ocols)]
+            vec![
+                self.padded(data, orows, ocols, dt)
+                    .tile(self.home_mem(), 0, 0, orows, ocols),
+            ]
         } else {
             (0..ocols / pw)
                 .map(|j| {
-                    let part: Vec<f64> = (0..orows).flat_map(|i| data[(i * ocols + j * pw) as usize..(i * ocols + (j + 1) * pw) as usize].to_vec()).collect();
-                    self.padded(part, orows, pw, dt).tile(self.home_mem(), 0, 0, orows, pw)
+                    let part: Vec<f64> = (0..orows)
+                        .flat_map(|i| {
+                            data[(i * ocols + j * pw) as usize..(i * ocols + (j + 1) * pw) as usize]
+                                .to_vec()
+                        })
+                        .collect();
+                    self.padded(part, orows, pw, dt)
+                        .tile(self.home_mem(), 0, 0, orows, pw)
                 })
                 .collect()
         };
@@ -1003,15 +1260,45 @@ impl Lowerer<'_> {
     }
 
     /// The tile `[r.., c..]` (`h` x `w`) of batch `b` of a matrix product, in the contraction's result place.
-    fn matmul_tile(&mut self, p: &MatMulPlan, b: usize, r: i64, c: i64, h: i64, w: i64) -> Result<Val, LowerError> {
-        let form = p.set.clone().or_else(|| p.acc.clone()).ok_or_else(|| err("no contraction form"))?;
-        let locs = form.locs(&self.e).ok_or_else(|| err("contraction operands without places"))?;
+    fn matmul_tile(
+        &mut self,
+        p: &MatMulPlan,
+        b: usize,
+        r: i64,
+        c: i64,
+        h: i64,
+        w: i64,
+    ) -> Result<Val, LowerError> {
+        let form = p
+            .set
+            .clone()
+            .or_else(|| p.acc.clone())
+            .ok_or_else(|| err("no contraction form"))?;
+        let locs = form
+            .locs(&self.e)
+            .ok_or_else(|| err("contraction operands without places"))?;
         // Exact rows and columns if the instruction takes them, else whole (zero-padded) tiles.
-        let exact = (if form.has(Role::M) { h } else { 1 }, if form.has(Role::N) { w } else { 1 });
-        let fits = |e: &Emitter, f: &Contraction, mnk| f.probe(e, mnk).is_some_and(|op| e.check(&op, f.inst).is_ok());
-        let (mr, nr) = if fits(&self.e, &form, (exact.0, exact.1, p.tk)) { exact } else { (p.tm, p.tn) };
+        let exact = (
+            if form.has(Role::M) { h } else { 1 },
+            if form.has(Role::N) { w } else { 1 },
+        );
+        let fits = |e: &Emitter, f: &Contraction, mnk| {
+            f.probe(e, mnk)
+                .is_some_and(|op| e.check(&op, f.inst).is_ok())
+        };
+        let (mr, nr) = if fits(&self.e, &form, (exact.0, exact.1, p.tk)) {
+            exact
+        } else {
+            (p.tm, p.tn)
+        };
         let t_val = match locs[0].place {
-            Place::Reg(file) => Val::Reg(emit::RegTile { file, dtype: locs[0].dtype, reg: self.e.vreg(file), rows: h, cols: w }),
+            Place::Reg(file) => Val::Reg(emit::RegTile {
+                file,
+                dtype: locs[0].dtype,
+                reg: self.e.vreg(file),
+                rows: h,
+                cols: w,
+            }),
             Place::Mem(mem) => {
                 let mut t = self.e.buffer(mem, locs[0].dtype, mr.max(h), nr.max(w));
                 t.rows = h;
@@ -1038,7 +1325,19 @@ impl Lowerer<'_> {
             if !stage {
                 staged = [None, None];
             }
-            match self.contraction_step(p, &form, &locs, &t_val, first, b, (r, c), (mr, nr), (kk, kw), stage, &mut staged) {
+            match self.contraction_step(
+                p,
+                &form,
+                &locs,
+                &t_val,
+                first,
+                b,
+                (r, c),
+                (mr, nr),
+                (kk, kw),
+                stage,
+                &mut staged,
+            ) {
                 Ok(()) => {
                     first = false;
                     kk += kw;
@@ -1077,12 +1376,41 @@ impl Lowerer<'_> {
         stage: bool,
         staged: &mut [Option<Staged>; 2],
     ) -> Result<(), LowerError> {
-        let fits = |e: &Emitter, f: &Contraction, mnk| f.probe(e, mnk).is_some_and(|op| e.check(&op, f.inst).is_ok());
-        let inst_form = if first { p.set.clone().unwrap_or_else(|| form.clone()) } else { p.acc.clone().ok_or_else(|| err("no accumulating form"))? };
-        let mnk = if fits(&self.e, &inst_form, (mr, nr, kw)) { (mr, nr, kw) } else { (mr, nr, p.tk) };
+        let fits = |e: &Emitter, f: &Contraction, mnk| {
+            f.probe(e, mnk)
+                .is_some_and(|op| e.check(&op, f.inst).is_ok())
+        };
+        let inst_form = if first {
+            p.set.clone().unwrap_or_else(|| form.clone())
+        } else {
+            p.acc.clone().ok_or_else(|| err("no accumulating form"))?
+        };
+        let mnk = if fits(&self.e, &inst_form, (mr, nr, kw)) {
+            (mr, nr, kw)
+        } else {
+            (mr, nr, p.tk)
+        };
         let [sa, sb] = staged;
-        let a_t = self.contraction_operand(p, &inst_form, true, b, (r, kk), mnk, locs[1], stage.then_some(sa))?;
-        let b_t = self.contraction_operand(p, &inst_form, false, b, (kk, c), mnk, locs[2], stage.then_some(sb))?;
+        let a_t = self.contraction_operand(
+            p,
+            &inst_form,
+            true,
+            b,
+            (r, kk),
+            mnk,
+            locs[1],
+            stage.then_some(sa),
+        )?;
+        let b_t = self.contraction_operand(
+            p,
+            &inst_form,
+            false,
+            b,
+            (kk, c),
+            mnk,
+            locs[2],
+            stage.then_some(sb),
+        )?;
         let tens = |v: &Val, shape: Vec<i64>| match v {
             Val::Reg(x) => Emitter::reg_tensor(x.file, x.dtype, x.reg, shape),
             Val::Mem(x) => Emitter::mem_tensor(x, shape),
@@ -1099,17 +1427,26 @@ impl Lowerer<'_> {
         ]
         .into_iter()
         .unzip();
-        let op = inst_form.op(&self.e, ts, mnk).ok_or_else(|| err("contraction pattern"))?;
-        self.e
-            .emit(&op, &refs, Some(inst_form.inst))
-            .map_err(|e| err(format!("`{}`: {e}", self.e.m.instructions[inst_form.inst.index()].name)))?;
+        let op = inst_form
+            .op(&self.e, ts, mnk)
+            .ok_or_else(|| err("contraction pattern"))?;
+        self.e.emit(&op, &refs, Some(inst_form.inst)).map_err(|e| {
+            err(format!(
+                "`{}`: {e}",
+                self.e.m.instructions[inst_form.inst.index()].name
+            ))
+        })?;
         Ok(())
     }
 
     /// Clears an accumulator with an instruction `d = 0`.
     fn zero(&mut self, t: &Val, shape: &[i64], loc: Loc) -> Result<(), LowerError> {
         let idx: Vec<isa_specs::model::Affine> = (0..shape.len())
-            .map(|i| isa_specs::model::Affine { terms: vec![(isa_specs::model::IndexId(i as u32), 1)], constant: 0, offsets: Vec::new() })
+            .map(|i| isa_specs::model::Affine {
+                terms: vec![(isa_specs::model::IndexId(i as u32), 1)],
+                constant: 0,
+                offsets: Vec::new(),
+            })
             .collect();
         let (tensor, r) = match t {
             Val::Reg(x) => Emitter::reg_tensor(x.file, x.dtype, x.reg, shape.to_vec()),
@@ -1118,12 +1455,18 @@ impl Lowerer<'_> {
         let op = TileOp {
             tensors: vec![tensor],
             extents: shape.to_vec(),
-            target: TileAccess { tensor: 0, indices: idx },
+            target: TileAccess {
+                tensor: 0,
+                indices: idx,
+            },
             op: isa_specs::model::AssignOp::Set,
             value: TileExpr::Const(0.0),
         };
         self.e.emit(&op, &[r], None).map(|_| ()).map_err(|e| {
-            err(format!("cannot clear the accumulator in {}: no instruction `d = 0.0` fits ({e})", self.e.place_name(loc.place)))
+            err(format!(
+                "cannot clear the accumulator in {}: no instruction `d = 0.0` fits ({e})",
+                self.e.place_name(loc.place)
+            ))
         })
     }
 
@@ -1144,34 +1487,76 @@ impl Lowerer<'_> {
         loc: Loc,
         staged: Option<&mut Option<Staged>>,
     ) -> Result<Val, LowerError> {
-        let (v, dims) = if is_a { (p.a, &form.a_dims) } else { (p.b, &form.b_dims) };
+        let (v, dims) = if is_a {
+            (p.a, &form.a_dims)
+        } else {
+            (p.b, &form.b_dims)
+        };
         let (rows, cols) = if is_a { (mnk.0, mnk.2) } else { (mnk.2, mnk.1) };
         let batch_row0 = if is_a { p.a_batch[b] } else { p.b_batch[b] };
         let shape = Contraction::shape(dims, mnk);
         let transposed = dims.len() == 2 && dims[0] == if is_a { Role::K } else { Role::N };
         let whole: MemTile = if self.g.constants.contains_key(&v) {
             // Pack in the type the operand wants if the home memory can hold it, else the activation type.
-            let here = Loc { place: Place::Mem(self.home_mem()), dtype: loc.dtype };
-            let dt = if loc.place == Place::Mem(self.home_mem()) || self.info.path(&[here], loc).is_some() { loc.dtype } else { self.act };
+            let here = Loc {
+                place: Place::Mem(self.home_mem()),
+                dtype: loc.dtype,
+            };
+            let dt = if loc.place == Place::Mem(self.home_mem())
+                || self.info.path(&[here], loc).is_some()
+            {
+                loc.dtype
+            } else {
+                self.act
+            };
             if loc.place == Place::Mem(self.home_mem()) {
                 return self.resident_tile(v, batch_row0, dims, dt, p, r0, c0, mnk, form, is_a);
             }
             let (panels, pw) = self.packed_matrix(v, batch_row0, dims, dt, p)?;
             if pw > 0 {
                 // Column `c0` of B is column `c0 % pw` of its panel.
-                let panel = panels.get((c0 / pw) as usize).cloned().ok_or_else(|| err("panel out of range"))?;
-                return self.contraction_slice(p, panel, is_a, (r0, c0 % pw), (rows, cols), transposed, loc, form, staged);
+                let panel = panels
+                    .get((c0 / pw) as usize)
+                    .cloned()
+                    .ok_or_else(|| err("panel out of range"))?;
+                return self.contraction_slice(
+                    p,
+                    panel,
+                    is_a,
+                    (r0, c0 % pw),
+                    (rows, cols),
+                    transposed,
+                    loc,
+                    form,
+                    staged,
+                );
             }
             panels[0].clone()
         } else {
-            let home = self.homes.get(&v).cloned().ok_or_else(|| err("operand without a home"))?;
+            let home = self
+                .homes
+                .get(&v)
+                .cloned()
+                .ok_or_else(|| err("operand without a home"))?;
             let (hr, hc) = if is_a { (p.m, p.k) } else { (p.k, p.n) };
             home.tile(self.home_mem(), batch_row0, 0, hr, hc)
         };
         if shape.len() == 1 && rows != 1 && cols != 1 {
-            return Err(err("a one-dimensional contraction operand with two dimensions"));
+            return Err(err(
+                "a one-dimensional contraction operand with two dimensions",
+            ));
         }
-        self.contraction_slice(p, whole, is_a, (r0, c0), (rows, cols), transposed, loc, form, staged)
+        self.contraction_slice(
+            p,
+            whole,
+            is_a,
+            (r0, c0),
+            (rows, cols),
+            transposed,
+            loc,
+            form,
+            staged,
+        )
     }
 
     /// The `(r0, c0)` slice of `rows` x `cols` of operand matrix `whole` at `loc`, staged (see [`Self::contraction_operand`]).
@@ -1190,50 +1575,99 @@ impl Lowerer<'_> {
     ) -> Result<Val, LowerError> {
         // Where the slices are taken from: the last memory on the way to `loc`, or `loc` itself if strided.
         let def = &self.e.m.instructions[form.inst.index()];
-        let strided = matches!(&def.operands[if is_a { form.a } else { form.b }].kind, OperandKind::Mem { stride: Some(_), .. });
+        let strided = matches!(
+            &def.operands[if is_a { form.a } else { form.b }].kind,
+            OperandKind::Mem {
+                stride: Some(_),
+                ..
+            }
+        );
         let stage_loc = match loc.place {
             _ if transposed => None,
             Place::Reg(_) => self.info.path(&[whole.loc()], loc).and_then(|(_, chain)| {
-                chain.iter().rev().map(|&ci| self.info.copies[ci].from).find(|l| matches!(l.place, Place::Mem(_)))
+                chain
+                    .iter()
+                    .rev()
+                    .map(|&ci| self.info.copies[ci].from)
+                    .find(|l| matches!(l.place, Place::Mem(_)))
             }),
             Place::Mem(_) if strided => Some(loc),
             Place::Mem(_) => None,
         }
         .filter(|l| *l != whole.loc());
         let (Some(stage_loc), Some(staged)) = (stage_loc, staged) else {
-            let src = if transposed { whole.view(c0, r0, cols, rows) } else { whole.view(r0, c0, rows, cols) };
+            let src = if transposed {
+                whole.view(c0, r0, cols, rows)
+            } else {
+                whole.view(r0, c0, rows, cols)
+            };
             // A strided operand takes a buffer with aligned rows.
-            return self.e.to_loc(Val::Mem(src), loc, None, if strided { Pad::Aligned } else { Pad::Dense }).map_err(err);
+            return self
+                .e
+                .to_loc(
+                    Val::Mem(src),
+                    loc,
+                    None,
+                    if strided { Pad::Aligned } else { Pad::Dense },
+                )
+                .map_err(err);
         };
         // The reduction offset of this step and the extent of the other dimension.
         let (k0, other0, other) = if is_a { (c0, r0, rows) } else { (r0, c0, cols) };
         let kstep = if is_a { cols } else { rows };
-        let fresh = staged.as_ref().is_none_or(|s| k0 < s.k0 || k0 + kstep > s.k0 + s.len || s.other0 != other0 || s.other != other);
+        let fresh = staged.as_ref().is_none_or(|s| {
+            k0 < s.k0 || k0 + kstep > s.k0 + s.len || s.other0 != other0 || s.other != other
+        });
         if fresh {
-            let Place::Mem(sm) = stage_loc.place else { unreachable!() };
+            let Place::Mem(sm) = stage_loc.place else {
+                unreachable!()
+            };
             let esz = 4i64.max(stage_loc.dtype.bytes() as i64);
             let budget = self.e.m.memories[sm.index()].size.value / 8 / (other.max(1) * esz);
             let step = p.tk.max(1);
             let run = (budget / step).max(1) * step;
             let len = machine::rup(p.k - k0, step).min(run).max(kstep);
-            let src = if is_a { whole.view(r0, k0, rows, len) } else { whole.view(k0, c0, len, cols) };
+            let src = if is_a {
+                whole.view(r0, k0, rows, len)
+            } else {
+                whole.view(k0, c0, len, cols)
+            };
             let pad = if strided {
                 Pad::Aligned
             } else {
-                self.info.path(&[stage_loc], loc).and_then(|(_, ch)| ch.first().map(|&ci| self.info.copies[ci].pad())).unwrap_or(Pad::Dense)
+                self.info
+                    .path(&[stage_loc], loc)
+                    .and_then(|(_, ch)| ch.first().map(|&ci| self.info.copies[ci].pad()))
+                    .unwrap_or(Pad::Dense)
             };
-            let tile = match self.e.to_loc(Val::Mem(src), stage_loc, None, pad).map_err(err)? {
+            let tile = match self
+                .e
+                .to_loc(Val::Mem(src), stage_loc, None, pad)
+                .map_err(err)?
+            {
                 Val::Mem(t) => t,
                 Val::Reg(_) => return Err(err("staged operand landed in a register")),
             };
-            *staged = Some(Staged { k0, len, other0, other, tile });
+            *staged = Some(Staged {
+                k0,
+                len,
+                other0,
+                other,
+                tile,
+            });
         }
         let s = staged.as_ref().ok_or_else(|| err("staging"))?;
-        let slice = if is_a { s.tile.view(0, k0 - s.k0, rows, cols) } else { s.tile.view(k0 - s.k0, 0, rows, cols) };
+        let slice = if is_a {
+            s.tile.view(0, k0 - s.k0, rows, cols)
+        } else {
+            s.tile.view(k0 - s.k0, 0, rows, cols)
+        };
         if Place::Mem(slice.mem) == loc.place && slice.dtype == loc.dtype {
             return Ok(Val::Mem(slice));
         }
-        self.e.to_loc(Val::Mem(slice), loc, None, Pad::Dense).map_err(err)
+        self.e
+            .to_loc(Val::Mem(slice), loc, None, Pad::Dense)
+            .map_err(err)
     }
 
     /// A tile of a constant operand kept resident at home in the exact layout
@@ -1252,7 +1686,10 @@ impl Lowerer<'_> {
         form: &Contraction,
         is_a: bool,
     ) -> Result<Val, LowerError> {
-        let key = (v, format!("res:{batch_row0}:{r0}:{c0}:{mnk:?}:{}", form.inst.index()));
+        let key = (
+            v,
+            format!("res:{batch_row0}:{r0}:{c0}:{mnk:?}:{}", form.inst.index()),
+        );
         if let Some(t) = self.packed.get(&key) {
             return Ok(Val::Mem(t.clone()));
         }
@@ -1268,17 +1705,25 @@ impl Lowerer<'_> {
                 .iter()
                 .map(|e| isa_specs::eval::eval_int(e, &isa_specs::eval::Params(&params)))
                 .collect::<Result<_, _>>()
-                .map_err(|e| err(format!("stride of a resident operand depends on immediates: {e}")))?,
+                .map_err(|e| {
+                    err(format!(
+                        "stride of a resident operand depends on immediates: {e}"
+                    ))
+                })?,
             None => isa_specs::select::dense(&shape),
         };
         let t = &self.g.constants[&v];
         let cols_src = *t.ty.shape.last().unwrap_or(&1) as i64;
         let (lr, lc) = if is_a { (p.m, p.k) } else { (p.k, p.n) };
-        let extent: i64 = shape.iter().zip(&strides).map(|(n, s)| (n - 1) * s).sum::<i64>() + 1;
+        let extent: i64 = shape
+            .iter()
+            .zip(&strides)
+            .map(|(n, s)| (n - 1) * s)
+            .sum::<i64>()
+            + 1;
         let mut data = vec![0.0f64; extent as usize];
         let rows_role = if is_a { Role::M } else { Role::K };
-        for (flat, slot) in (0..shape.iter().product::<i64>()).map(|f| (f, ())) {
-            let _ = slot;
+        for flat in 0..shape.iter().product::<i64>() {
             // Multi-index over the operand's dims.
             let mut rest = flat;
             let mut idx = vec![0i64; shape.len()];
@@ -1288,7 +1733,11 @@ impl Lowerer<'_> {
             }
             let (mut i, mut j) = (0, 0);
             for (d, role) in dims.iter().enumerate() {
-                if *role == rows_role { i = idx[d] } else { j = idx[d] }
+                if *role == rows_role {
+                    i = idx[d];
+                } else {
+                    j = idx[d];
+                }
             }
             let (gi, gj) = (r0 + i, c0 + j);
             if gi < lr && gj < lc {
@@ -1302,11 +1751,27 @@ impl Lowerer<'_> {
             addr,
             bytes: encode(dt, data),
         });
-        let pitch = if strides.len() == 2 { strides[0] } else { shape.last().copied().unwrap_or(1) };
-        let (rows, cols) = if shape.len() == 2 { (shape[0], shape[1]) } else { (1, shape[0]) };
-        let tile = MemTile { mem: self.home_mem(), dtype: dt, base: Base::Fixed(addr), offset: 0, rows, cols, pitch, ready: None };
+        let pitch = if strides.len() == 2 {
+            strides[0]
+        } else {
+            shape.last().copied().unwrap_or(1)
+        };
+        let (rows, cols) = if shape.len() == 2 {
+            (shape[0], shape[1])
+        } else {
+            (1, shape[0])
+        };
+        let tile = MemTile {
+            mem: self.home_mem(),
+            dtype: dt,
+            base: Base::Fixed(addr),
+            offset: 0,
+            rows,
+            cols,
+            pitch,
+            ready: None,
+        };
         self.packed.insert(key, tile.clone());
         Ok(Val::Mem(tile))
     }
 }
-

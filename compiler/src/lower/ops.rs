@@ -132,7 +132,11 @@ fn search_forms(e: &Emitter, ew: Ew) -> Vec<EwForm> {
             if let Some(locs) = locs
                 && locs.iter().all(|l| l.dtype.is_float())
             {
-                out.push(EwForm { inst: id, rank, locs });
+                out.push(EwForm {
+                    inst: id,
+                    rank,
+                    locs,
+                });
             }
         }
     }
@@ -176,13 +180,18 @@ pub fn chain(e: &mut Emitter, input: Val, steps: &[Step]) -> Result<Val, String>
         }
         let mut group: Option<(Loc, usize, Vec<EwForm>)> = None;
         for f in &forms[0] {
-            let Place::Reg(_) = f.locs[0].place else { continue };
+            let Place::Reg(_) = f.locs[0].place else {
+                continue;
+            };
             if f.locs.iter().any(|l| *l != f.locs[0]) {
                 continue;
             }
             let mut chosen = vec![f.clone()];
             for fs in &forms[1..] {
-                match fs.iter().find(|g| g.rank == f.rank && g.locs.iter().all(|l| *l == f.locs[0])) {
+                match fs
+                    .iter()
+                    .find(|g| g.rank == f.rank && g.locs.iter().all(|l| *l == f.locs[0]))
+                {
                     Some(g) => chosen.push(g.clone()),
                     None => break,
                 }
@@ -214,11 +223,21 @@ fn to_mem(e: &mut Emitter, v: Val, loc: Loc, pad: Pad) -> Result<MemTile, String
 }
 
 /// Steps computed in registers of one file, granule by granule.
-fn reg_chain(e: &mut Emitter, input: Val, steps: &[Step], forms: &[EwForm], loc: Loc) -> Result<Val, String> {
+fn reg_chain(
+    e: &mut Emitter,
+    input: Val,
+    steps: &[Step],
+    forms: &[EwForm],
+    loc: Loc,
+) -> Result<Val, String> {
     let Place::Reg(file) = loc.place else {
         return Err("not a register file".to_owned());
     };
-    let dims: Vec<i64> = e.m.regfiles[file.index()].shape.iter().map(|d| d.value).collect();
+    let dims: Vec<i64> = e.m.regfiles[file.index()]
+        .shape
+        .iter()
+        .map(|d| d.value)
+        .collect();
     let (gr, gc) = match dims.as_slice() {
         [c] => (1, *c),
         [r, c] => (*r, *c),
@@ -271,8 +290,20 @@ fn reg_chain(e: &mut Emitter, input: Val, steps: &[Step], forms: &[EwForm], loc:
         .cloned()
         .ok_or_else(|| format!("nothing stores {} back to memory", e.place_name(loc.place)))?;
     let back = store.to;
-    let Place::Mem(back_mem) = back.place else { unreachable!() };
-    let out = e.buffer_padded(back_mem, back.dtype, rows, cols, if store.narrow { Pad::Dense } else { Pad::Registers });
+    let Place::Mem(back_mem) = back.place else {
+        unreachable!()
+    };
+    let out = e.buffer_padded(
+        back_mem,
+        back.dtype,
+        rows,
+        cols,
+        if store.narrow {
+            Pad::Dense
+        } else {
+            Pad::Registers
+        },
+    );
     let mut r = 0;
     while r < rows {
         let h = gr.min(rows - r);
@@ -285,7 +316,9 @@ fn reg_chain(e: &mut Emitter, input: Val, steps: &[Step], forms: &[EwForm], loc:
             };
             for ((s, f), o) in steps.iter().zip(forms).zip(&others) {
                 let y = match o {
-                    Some(o) => Some(e.to_loc(Val::Mem(o.view(r, c, h, w)), loc, None, Pad::Dense)?),
+                    Some(o) => {
+                        Some(e.to_loc(Val::Mem(o.view(r, c, h, w)), loc, None, Pad::Dense)?)
+                    }
                     None => None,
                 };
                 x = reg_op(e, f, s, x, y, h, w)?;
@@ -298,12 +331,24 @@ fn reg_chain(e: &mut Emitter, input: Val, steps: &[Step], forms: &[EwForm], loc:
     Ok(Val::Mem(out))
 }
 
-fn reg_op(e: &mut Emitter, f: &EwForm, s: &Step, x: Val, y: Option<Val>, h: i64, w: i64) -> Result<Val, String> {
+fn reg_op(
+    e: &mut Emitter,
+    f: &EwForm,
+    s: &Step,
+    x: Val,
+    y: Option<Val>,
+    h: i64,
+    w: i64,
+) -> Result<Val, String> {
     let Place::Reg(file) = f.locs[0].place else {
         return Err("not a register form".to_owned());
     };
     let d = e.vreg(file);
-    let full: Vec<i64> = e.m.regfiles[file.index()].shape.iter().map(|q| q.value).collect();
+    let full: Vec<i64> = e.m.regfiles[file.index()]
+        .shape
+        .iter()
+        .map(|q| q.value)
+        .collect();
     let exact = if f.rank == 2 { vec![h, w] } else { vec![w] };
     let mut last = String::new();
     for shape in [exact, full] {
@@ -312,7 +357,11 @@ fn reg_op(e: &mut Emitter, f: &EwForm, s: &Step, x: Val, y: Option<Val>, h: i64,
             Val::Mem(t) => Emitter::mem_tensor(t, shape.clone()),
         };
         let mut ts = vec![Emitter::reg_tensor(file, f.locs[0].dtype, d, shape.clone())];
-        let (a, b) = if s.swapped { (y.clone(), Some(x.clone())) } else { (Some(x.clone()), y.clone()) };
+        let (a, b) = if s.swapped {
+            (y.clone(), Some(x.clone()))
+        } else {
+            (Some(x.clone()), y.clone())
+        };
         ts.extend(a.iter().chain(b.iter()).map(tensor));
         let (tensors, refs): (Vec<TileTensor>, Vec<Ref>) = ts.into_iter().unzip();
         let op = ew_op(s.ew, tensors, &shape);
@@ -344,21 +393,38 @@ fn mem_step(e: &mut Emitter, x: Val, s: &Step, forms: &[EwForm]) -> Result<Val, 
             Err(err) => last = err,
         }
     }
-    Err(format!("cannot compute `{}` on this target: {last}", s.ew.text()))
+    Err(format!(
+        "cannot compute `{}` on this target: {last}",
+        s.ew.text()
+    ))
 }
 
 fn mem_form(e: &mut Emitter, x: Val, s: &Step, f: &EwForm) -> Result<Val, String> {
     let (rows, cols) = x.dims();
-    let (a, b) = if s.swapped { (s.other.clone(), Some(x)) } else { (Some(x), s.other.clone()) };
+    let (a, b) = if s.swapped {
+        (s.other.clone(), Some(x))
+    } else {
+        (Some(x), s.other.clone())
+    };
     let mut args = Vec::new();
     for (v, loc) in a.into_iter().chain(b).zip(&f.locs[1..]) {
         args.push(to_mem(e, v, *loc, Pad::Dense)?);
     }
-    let Place::Mem(dm) = f.locs[0].place else { unreachable!() };
+    let Place::Mem(dm) = f.locs[0].place else {
+        unreachable!()
+    };
     let out = e.buffer(dm, f.locs[0].dtype, rows, cols);
-    let parts: Vec<(i64, i64)> = if f.rank == 2 { vec![(0, rows)] } else { (0..rows).map(|r| (r, 1)).collect() };
+    let parts: Vec<(i64, i64)> = if f.rank == 2 {
+        vec![(0, rows)]
+    } else {
+        (0..rows).map(|r| (r, 1)).collect()
+    };
     for (r, h) in parts {
-        let shape = if f.rank == 2 { vec![h, cols] } else { vec![cols] };
+        let shape = if f.rank == 2 {
+            vec![h, cols]
+        } else {
+            vec![cols]
+        };
         let mut ts = vec![Emitter::mem_tensor(&out.view(r, 0, h, cols), shape.clone())];
         for t in &args {
             e.ready(t)?;
@@ -415,10 +481,12 @@ fn cast_access(e: &SemExpr) -> Option<&isa_specs::model::Access> {
 fn plain(a: &isa_specs::model::Access) -> Option<Vec<usize>> {
     a.indices
         .iter()
-        .map(|x| match (x.terms.as_slice(), x.constant, x.offsets.is_empty()) {
-            ([(i, 1)], 0, true) => Some(i.index()),
-            _ => None,
-        })
+        .map(
+            |x| match (x.terms.as_slice(), x.constant, x.offsets.is_empty()) {
+                ([(i, 1)], 0, true) => Some(i.index()),
+                _ => None,
+            },
+        )
         .collect()
 }
 
@@ -436,16 +504,30 @@ pub fn contractions(e: &Emitter) -> Vec<Contraction> {
     let mut out = Vec::new();
     for (ii, def) in e.m.instructions.iter().enumerate() {
         let id = InstId(ii as u32);
-        let Some((target, op, value)) = super::emit::single_assign(e.m, id) else { continue };
+        let Some((target, op, value)) = super::emit::single_assign(e.m, id) else {
+            continue;
+        };
         let float = [target.operand.index()]
             .iter()
-            .chain(def.operands.iter().enumerate().filter(|(_, o)| matches!(o.kind, OperandKind::Reg { .. } | OperandKind::Mem { .. })).map(|(i, _)| i).collect::<Vec<_>>().iter())
+            .chain(
+                def.operands
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| {
+                        matches!(o.kind, OperandKind::Reg { .. } | OperandKind::Mem { .. })
+                    })
+                    .map(|(i, _)| i)
+                    .collect::<Vec<_>>()
+                    .iter(),
+            )
             .all(|&oi| operand_loc(e.m, id, oi).is_none_or(|l| l.dtype.is_float()));
         if !float {
             continue;
         }
         let (body, reduced) = match value {
-            SemExpr::Reduce(ReduceOp::Sum, ks, body) => (body.as_ref(), ks.iter().map(|k| k.index()).collect()),
+            SemExpr::Reduce(ReduceOp::Sum, ks, body) => {
+                (body.as_ref(), ks.iter().map(|k| k.index()).collect())
+            }
             other => (other, Vec::new()),
         };
         let set = match op {
@@ -453,10 +535,20 @@ pub fn contractions(e: &Emitter) -> Vec<Contraction> {
             AssignOp::Add => false,
             _ => continue,
         };
-        let SemExpr::Binary(BinOp::Mul, x, y) = body else { continue };
-        let (Some(xa), Some(ya)) = (cast_access(x), cast_access(y)) else { continue };
-        let (Some(tl), Some(xl), Some(yl)) = (plain(target), plain(xa), plain(ya)) else { continue };
-        let ks: Vec<usize> = xl.iter().copied().filter(|i| yl.contains(i) && !tl.contains(i)).collect();
+        let SemExpr::Binary(BinOp::Mul, x, y) = body else {
+            continue;
+        };
+        let (Some(xa), Some(ya)) = (cast_access(x), cast_access(y)) else {
+            continue;
+        };
+        let (Some(tl), Some(xl), Some(yl)) = (plain(target), plain(xa), plain(ya)) else {
+            continue;
+        };
+        let ks: Vec<usize> = xl
+            .iter()
+            .copied()
+            .filter(|i| yl.contains(i) && !tl.contains(i))
+            .collect();
         let [k] = ks.as_slice() else { continue };
         if !reduced.is_empty() && reduced != vec![*k] {
             continue;
@@ -474,8 +566,15 @@ pub fn contractions(e: &Emitter) -> Vec<Contraction> {
                 ok &= roles[i].is_none() && tl.contains(&i);
                 roles[i] = Some(Role::N);
             }
-            ok &= tl.iter().all(|i| roles[*i].is_some()) && al.len() <= 2 && bl.len() <= 2 && tl.len() <= 2;
-            let Some(roles) = roles.into_iter().collect::<Option<Vec<Role>>>().filter(|_| ok) else {
+            ok &= tl.iter().all(|i| roles[*i].is_some())
+                && al.len() <= 2
+                && bl.len() <= 2
+                && tl.len() <= 2;
+            let Some(roles) = roles
+                .into_iter()
+                .collect::<Option<Vec<Role>>>()
+                .filter(|_| ok)
+            else {
                 continue;
             };
             let dims = |l: &[usize]| l.iter().map(|i| roles[*i]).collect::<Vec<_>>();
@@ -520,8 +619,13 @@ impl Contraction {
     }
 
     /// The tile operation for tensors `[T, A, B]` of tile size `mnk`.
-    pub fn op(&self, e: &Emitter, tensors: Vec<TileTensor>, mnk: (i64, i64, i64)) -> Option<TileOp> {
-        let Some((target, op, value)) = super::emit::single_assign(e.m, self.inst) else { return None };
+    pub fn op(
+        &self,
+        e: &Emitter,
+        tensors: Vec<TileTensor>,
+        mnk: (i64, i64, i64),
+    ) -> Option<TileOp> {
+        let (target, op, value) = super::emit::single_assign(e.m, self.inst)?;
         let map = |o: usize| {
             if o == self.t {
                 Some(0)
@@ -540,13 +644,27 @@ impl Contraction {
             })
         };
         let params: Vec<i64> = e.m.params.iter().map(|p| p.value).collect();
-        fn tr(e: &SemExpr, acc: &dyn Fn(&isa_specs::model::Access) -> Option<TileAccess>, params: &[i64]) -> Option<TileExpr> {
+        fn tr(
+            e: &SemExpr,
+            acc: &dyn Fn(&isa_specs::model::Access) -> Option<TileAccess>,
+            params: &[i64],
+        ) -> Option<TileExpr> {
             Some(match e {
                 SemExpr::Access(a) => TileExpr::Access(acc(a)?),
-                SemExpr::Const(c) => TileExpr::Const(isa_specs::eval::eval(c, &isa_specs::eval::Params(params)).ok()?.as_f64()),
+                SemExpr::Const(c) => TileExpr::Const(
+                    isa_specs::eval::eval(c, &isa_specs::eval::Params(params))
+                        .ok()?
+                        .as_f64(),
+                ),
                 SemExpr::Cast(dt, x) => TileExpr::Cast(*dt, Box::new(tr(x, acc, params)?)),
-                SemExpr::Binary(o, a, b) => TileExpr::Binary(*o, Box::new(tr(a, acc, params)?), Box::new(tr(b, acc, params)?)),
-                SemExpr::Reduce(r, ks, b) => TileExpr::Reduce(*r, ks.clone(), Box::new(tr(b, acc, params)?)),
+                SemExpr::Binary(o, a, b) => TileExpr::Binary(
+                    *o,
+                    Box::new(tr(a, acc, params)?),
+                    Box::new(tr(b, acc, params)?),
+                ),
+                SemExpr::Reduce(r, ks, b) => {
+                    TileExpr::Reduce(*r, ks.clone(), Box::new(tr(b, acc, params)?))
+                }
                 _ => return None,
             })
         }
@@ -576,11 +694,15 @@ impl Contraction {
         let tensors = (0..3)
             .map(|i| {
                 let shape = Self::shape(dims[i], mnk);
-                let place = match (&e.m.instructions[self.inst.index()].operands[ops[i]].kind, locs[i].place) {
+                let place = match (
+                    &e.m.instructions[self.inst.index()].operands[ops[i]].kind,
+                    locs[i].place,
+                ) {
                     (OperandKind::Mem { stride, .. }, Place::Mem(mem)) => TilePlace::Mem {
                         mem,
                         addr: 0,
-                        strides: fixed_strides(e, stride.as_deref()).unwrap_or_else(|| isa_specs::select::dense(&shape)),
+                        strides: fixed_strides(e, stride.as_deref())
+                            .unwrap_or_else(|| isa_specs::select::dense(&shape)),
                     },
                     (_, Place::Reg(file)) => TilePlace::Reg { file, reg: 0 },
                     _ => TilePlace::Imm(0),
