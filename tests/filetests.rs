@@ -13,7 +13,7 @@
 //! ```text
 //! input x: [3, 10]
 //! const w: [10, 6]          deterministic values in [-1, 1)
-//! node h = MatMul(x, w)     ops: MatMul Add Sub Mul Div Relu Identity Reshape[d, ..]
+//! node h = MatMul(x, w)     ops: MatMul Add Sub Mul Div Relu Identity Reshape[d, ..] Transpose[p, ..]
 //! output h
 //! ```
 
@@ -88,6 +88,7 @@ fn parse(text: &str) -> (Graph, Vec<String>) {
                     .collect();
                 let op = match head.split_once('[') {
                     Some(("Reshape", d)) => Op::Reshape { shape: dims(d) },
+                    Some(("Transpose", d)) => Op::Transpose { perm: dims(d) },
                     _ => match head {
                         "MatMul" => Op::MatMul,
                         "Add" => Op::Add,

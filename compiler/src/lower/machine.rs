@@ -81,6 +81,8 @@ pub struct Info {
     pub home: MemId,
     /// Every copy instruction.
     pub copies: Vec<Copy>,
+    /// Every transposing copy (`d[j, i] = src[i, j]`, possibly converting).
+    pub transposes: Vec<Copy>,
     /// `wait(s)` instructions: `(instruction, semaphore operand, bank)`.
     pub waits: Vec<(InstId, usize, usize)>,
     /// `halt`.
@@ -178,6 +180,7 @@ impl Info {
                 )
             })?;
         let mut copies = Vec::new();
+        let mut transposes = Vec::new();
         let mut waits = Vec::new();
         let mut halt = None;
         let mut mem_align = vec![1u64; m.memories.len()];
@@ -227,7 +230,12 @@ impl Info {
             let (Some(ti), Some(si)) = (plain_indices(target), plain_indices(src)) else {
                 continue;
             };
-            if ti != si || ti.is_empty() || ti.len() > 2 {
+            let transposed = ti.len() == 2
+                && si.len() == 2
+                && ti[0] == si[1]
+                && ti[1] == si[0]
+                && ti[0] != ti[1];
+            if (ti != si && !transposed) || ti.is_empty() || ti.len() > 2 {
                 continue;
             }
             let (dst, srco) = (target.operand.index(), src.operand.index());
@@ -279,6 +287,24 @@ impl Info {
                 OperandKind::Reg { shape, .. } => shape.iter().any(mentions_operand),
                 _ => true,
             });
+            if transposed {
+                if let (Some(to), Some(from)) = (operand_loc(m, id, dst), operand_loc(m, id, srco))
+                    && signal.is_none()
+                {
+                    transposes.push(Copy {
+                        narrow,
+                        inst: id,
+                        dst,
+                        src: srco,
+                        from,
+                        to,
+                        rank: 2,
+                        sem: None,
+                        cast,
+                    });
+                }
+                continue;
+            }
             copies.push(Copy {
                 narrow,
                 inst: id,
@@ -294,6 +320,7 @@ impl Info {
         Ok(Info {
             home,
             copies,
+            transposes,
             waits,
             halt,
             mem_align,
