@@ -85,3 +85,64 @@ fn a_target_override_is_followed() {
         "the tiling follows the array size"
     );
 }
+
+fn f32t(shape: Vec<usize>) -> compiler::ir::TensorType {
+    compiler::ir::TensorType {
+        elem: compiler::ir::ElemType::F32,
+        shape,
+    }
+}
+
+#[test]
+fn outputs_that_are_inputs_or_constants_need_no_code() {
+    use compiler::ir::{Graph, Op, Tensor};
+    // y = x (an alias) and z = c1 + c2 (folded to a constant).
+    let mut g = Graph::default();
+    let x = g.add_value("x", f32t(vec![3, 5]));
+    g.inputs.push(x);
+    let y = g.add_node("y", Op::Identity, vec![x]).expect("typed")[0];
+    let c1 = g.add_constant(
+        "c1",
+        Tensor::new(f32t(vec![2, 3]), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+    );
+    let c2 = g.add_constant("c2", Tensor::new(f32t(vec![3]), vec![0.5, 0.25, 0.125]));
+    let z = g.add_node("z", Op::Add, vec![c1, c2]).expect("typed")[0];
+    g.outputs.extend([y, z]);
+    compiler::interp::fold_constants(&mut g);
+    let inputs = compiler::run::random_inputs(&g, 5);
+    for t in targets::all() {
+        let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
+            .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+        assert!(
+            r.checks.iter().all(|c| c.ok && c.max_abs_err == 0.0),
+            "{}: {:?}",
+            t.name(),
+            r.checks
+        );
+    }
+}
+
+#[test]
+fn a_graph_the_lowering_cannot_take_is_refused_with_the_node_named() {
+    use compiler::ir::{Graph, Op};
+    // A transpose of three dimensions that moves the leading one.
+    let mut g = Graph::default();
+    let x = g.add_value("x", f32t(vec![2, 3, 4]));
+    g.inputs.push(x);
+    let r = g.add_node("r", Op::Relu, vec![x]).expect("typed")[0];
+    let y = g
+        .add_node(
+            "odd_perm",
+            Op::Transpose {
+                perm: vec![2, 0, 1],
+            },
+            vec![r],
+        )
+        .expect("typed")[0];
+    g.outputs.push(y);
+    for t in targets::all() {
+        let e = compiler::lower::compile(t, t.machine(), &g).expect_err("refused");
+        assert_eq!(e.node.as_deref(), Some("odd_perm"), "{}: {e}", t.name());
+        assert!(e.to_string().contains("Transpose"), "{e}");
+    }
+}

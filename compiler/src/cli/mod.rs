@@ -24,8 +24,8 @@ Exit codes:
 
 /// Tessera: a retargetable compiler generator for ML inference accelerators.
 ///
-/// Architects describe a machine in a `.isa` file; tessera checks it, and
-/// (as the toolchain grows) compiles ONNX models for it and simulates them.
+/// Architects describe a machine in a `.isa` file; tessera checks it, compiles
+/// ONNX models for it, and runs them on the machine's generated simulator.
 #[derive(Debug, Parser)]
 #[command(name = "tessera", version, after_help = EXIT_CODES)]
 pub struct Cli {

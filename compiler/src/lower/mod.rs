@@ -196,6 +196,8 @@ struct Lowerer<'a> {
 
 /// Compiles a graph for machine `m` of target `t`.
 pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, LowerError> {
+    crate::ir::verify(g)
+        .map_err(|e| err(format!("the graph fails the IR verifier: {}", e.join("; "))))?;
     let info = Info::new(m).map_err(err)?;
     let home_mem = info.home;
     let loadable = |dt: DType| {
@@ -289,6 +291,16 @@ impl Lowerer<'_> {
         let mut order: Vec<ValueId> = g.inputs.clone();
         for n in &g.nodes {
             order.extend(n.outputs.iter().copied());
+        }
+        // A graph output that folding made constant is placed as data: nothing to compute.
+        for &v in &outputs {
+            if let Some(t) = g.constants.get(&v)
+                && !self.homes.contains_key(&v)
+            {
+                let (rows, cols) = view(&t.ty.shape);
+                let home = self.padded(t.data.clone(), rows, cols, out_dtype);
+                self.homes.insert(v, home);
+            }
         }
         for v in order {
             if g.constants.contains_key(&v) || self.homes.contains_key(&v) {
@@ -1030,7 +1042,7 @@ impl Lowerer<'_> {
             let h = self
                 .homes
                 .get(v)
-                .ok_or_else(|| err("a graph output is a constant; nothing to compute"))?;
+                .ok_or_else(|| err("a graph output has no place at home"))?;
             program.outputs.push(desc(*v, h));
         }
         let macs = self
@@ -1284,7 +1296,9 @@ impl Lowerer<'_> {
         })
     }
 
-    /// The tile sizes `(m, n, k)` minimising the contraction's total occupancy.
+    /// The tile sizes `(m, n, k)` minimising the contraction's estimated time:
+    /// its occupancy per step from the generated timing tables, plus the
+    /// latency and transfer time of its operands from the home memory.
     fn tile_search(&self, c: &Contraction, m: i64, n: i64, k: i64) -> Option<(i64, i64, i64, i64)> {
         let gran = self.info.col_granule;
         // Register shapes (an instruction may need whole registers, even past the
@@ -1312,6 +1326,8 @@ impl Lowerer<'_> {
         let ks = cands(k);
         let budget = |mem: MemId| self.e.m.memories[mem.index()].size.value / 4;
         let locs = c.locs(&self.e)?;
+        let home = &self.e.m.memories[self.info.home.index()];
+        let (home_lat, home_bw) = (home.latency.value.max(0), home.bandwidth.value.max(1));
         let mut best: Option<(i64, i64, i64, i64)> = None;
         for &tm in &ms {
             for &tn in &ns {
@@ -1341,9 +1357,26 @@ impl Lowerer<'_> {
                         continue;
                     };
                     let occ = self.e.isa.occupancy(self.e.m, &mi).max(1);
-                    let tiles = machine::cdiv(m, tm) * machine::cdiv(n, tn) * machine::cdiv(k, tk);
-                    // Occupancy plus a per-tile overhead for the moves around it.
-                    let cost = tiles * (occ + 16);
+                    let (mt, nt, kt) = (
+                        machine::cdiv(m, tm),
+                        machine::cdiv(n, tn),
+                        machine::cdiv(k, tk),
+                    );
+                    // Each step: the instruction's occupancy, plus bringing its
+                    // operands from home (latency and bytes over the home
+                    // memory's bandwidth; operands resident at home are read by
+                    // the instruction itself); each output tile goes back home.
+                    let moved = |dims: &[Role], l: Loc| match l.place {
+                        Place::Mem(x) if x == self.info.home => 0,
+                        _ => {
+                            Contraction::shape(dims, mnk).iter().product::<i64>()
+                                * l.dtype.bytes() as i64
+                        }
+                    };
+                    let step_bytes = moved(&c.a_dims, locs[1]) + moved(&c.b_dims, locs[2]);
+                    let out_bytes = tm * tn * 4;
+                    let cost = mt * nt * kt * (occ + home_lat + step_bytes / home_bw)
+                        + mt * nt * (home_lat + out_bytes / home_bw);
                     if best.is_none_or(|(bc, ..)| cost < bc) {
                         best = Some((cost, tm, tn, tk));
                     }
