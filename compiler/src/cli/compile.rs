@@ -16,6 +16,9 @@ use std::process::ExitCode;
 pub enum Stage {
     /// The graph after import, canonicalisation and constant folding.
     Ir,
+    /// The fused regions and the instructions selected for them, before register
+    /// allocation (virtual registers `%file.N`) and scheduling.
+    Selected,
     /// The program as assembly (`tessera asm` reads it back).
     Asm,
     /// The bundles with their issue slots and each instruction's unit and latency.
@@ -34,7 +37,7 @@ pub struct CompileArgs {
     /// Where to write the program (.tsr).
     #[arg(short, long, value_name = "OUT.tsr")]
     output: Option<PathBuf>,
-    /// Stages to print (comma-separated): ir, asm, schedule, report.
+    /// Stages to print (comma-separated): ir, selected, asm, schedule, report.
     #[arg(long, value_enum, value_delimiter = ',')]
     emit: Vec<Stage>,
     /// Size of a symbolic input dimension: `--dim batch=1` (repeatable).
@@ -143,6 +146,21 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
     for stage in &args.emit {
         let (key, text, value) = match stage {
             Stage::Ir => ("ir", g.to_string(), ir_json(&g)),
+            Stage::Selected => {
+                let mut text = String::new();
+                for (region, n) in &c.regions {
+                    text.push_str(&format!("# {region}: {n} instructions\n"));
+                }
+                for line in &c.selected {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+                let value = serde_json::json!({
+                    "regions": c.regions.iter().map(|(r, n)| serde_json::json!({"region": r, "instructions": n})).collect::<Vec<_>>(),
+                    "instructions": c.selected,
+                });
+                ("selected", text, value)
+            }
             Stage::Asm => {
                 let text = isa_specs::assembly::disassemble(t.isa(), &m, &c.program)
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
