@@ -588,6 +588,7 @@ impl Lowerer<'_> {
                             ew: *ew,
                             other,
                             swapped: *swapped,
+                            third: None,
                         });
                     }
                     let v = ops::chain(&mut self.e, input, &chain).map_err(err)?;
@@ -812,6 +813,7 @@ impl Lowerer<'_> {
                         ew: Ew::Recip,
                         other: None,
                         swapped: false,
+                        third: None,
                     }],
                 )
                 .map_err(err)

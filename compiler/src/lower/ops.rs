@@ -26,12 +26,23 @@ pub enum Ew {
     Relu,
     /// `1 / a`
     Recip,
+    /// `a * b + c` (a multiply and an add fused into one instruction where the machine has one)
+    MulAdd,
 }
 
 impl Ew {
     /// Whether it takes a second operand.
     pub fn binary(self) -> bool {
         !matches!(self, Ew::Relu | Ew::Recip)
+    }
+
+    /// Tensors of its tile operation: the result and the operands.
+    fn tensors(self) -> usize {
+        match self {
+            Ew::Relu | Ew::Recip => 2,
+            Ew::MulAdd => 4,
+            _ => 3,
+        }
     }
 
     /// The semantics it stands for, as written in a description.
@@ -44,6 +55,7 @@ impl Ew {
             Ew::Max => "d = max(a, b)",
             Ew::Relu => "d = max(a, 0.0)",
             Ew::Recip => "d = recip(a)",
+            Ew::MulAdd => "d = a * b + c",
         }
     }
 }
@@ -75,6 +87,11 @@ fn ew_op(ew: Ew, tensors: Vec<TileTensor>, shape: &[i64]) -> TileOp {
         Ew::Max => TileExpr::Call(Func::Max, vec![a, b]),
         Ew::Relu => TileExpr::Call(Func::Max, vec![a, TileExpr::Const(0.0)]),
         Ew::Recip => TileExpr::Call(Func::Recip, vec![a]),
+        Ew::MulAdd => TileExpr::Binary(
+            BinOp::Add,
+            Box::new(TileExpr::Binary(BinOp::Mul, Box::new(a), Box::new(b))),
+            Box::new(access(3, r)),
+        ),
     };
     TileOp {
         tensors,
@@ -112,7 +129,7 @@ pub fn ew_forms(e: &Emitter, ew: Ew) -> Vec<EwForm> {
 fn search_forms(e: &Emitter, ew: Ew) -> Vec<EwForm> {
     let mut out = Vec::new();
     for rank in [2, 1] {
-        let n = if ew.binary() { 3 } else { 2 };
+        let n = ew.tensors();
         let shape = vec![1; rank];
         let tensors = (0..n)
             .map(|_| TileTensor {
@@ -152,6 +169,48 @@ pub struct Step {
     pub other: Option<Val>,
     /// Whether the running value is the second operand (`other - x`).
     pub swapped: bool,
+    /// The addend of a fused multiply-add.
+    pub third: Option<Val>,
+}
+
+/// Merges a multiply followed by an add into one multiply-add step where some
+/// register file has all three instructions (one instruction instead of two).
+fn fuse_mul_add(e: &Emitter, steps: &[Step]) -> Vec<Step> {
+    let places = |ew| {
+        ew_forms(e, ew)
+            .into_iter()
+            .filter(|f| matches!(f.locs[0].place, Place::Reg(_)))
+            .map(|f| f.locs[0])
+            .collect::<Vec<_>>()
+    };
+    let fused = places(Ew::MulAdd);
+    let worth = fused
+        .iter()
+        .any(|l| places(Ew::Mul).contains(l) && places(Ew::Add).contains(l));
+    let mut out: Vec<Step> = Vec::new();
+    let mut i = 0;
+    while i < steps.len() {
+        if worth
+            && steps[i].ew == Ew::Mul
+            && steps
+                .get(i + 1)
+                .is_some_and(|n| n.ew == Ew::Add && n.other.is_some())
+            && steps[i].other.is_some()
+        {
+            // x * y + z, and z + x * y (IEEE addition commutes exactly).
+            out.push(Step {
+                ew: Ew::MulAdd,
+                other: steps[i].other.clone(),
+                swapped: false,
+                third: steps[i + 1].other.clone(),
+            });
+            i += 2;
+            continue;
+        }
+        out.push(steps[i].clone());
+        i += 1;
+    }
+    out
 }
 
 /// The memory a tile lands in on its way from `from` to register file `file`.
@@ -167,6 +226,7 @@ fn landing(e: &Emitter, from: Loc, to: Loc) -> Option<Loc> {
 
 /// Runs a chain of element-wise steps on `input`; the result is an on-chip memory tile.
 pub fn chain(e: &mut Emitter, input: Val, steps: &[Step]) -> Result<Val, String> {
+    let steps = &fuse_mul_add(e, steps)[..];
     let mut cur = input;
     let mut i = 0;
     while i < steps.len() {
@@ -271,15 +331,18 @@ fn reg_chain(
         Val::Mem(to_mem(e, input, l0, pad)?)
     };
     let mut others = Vec::new();
+    let mut thirds = Vec::new();
     for s in steps {
-        others.push(match &s.other {
-            Some(o) => {
-                let l = land(e, o)?;
-                let pad = pad_for(e, l);
-                Some(to_mem(e, o.clone(), l, pad)?)
-            }
-            None => None,
-        });
+        for (src, dst) in [(&s.other, &mut others), (&s.third, &mut thirds)] {
+            dst.push(match src {
+                Some(o) => {
+                    let l = land(e, o)?;
+                    let pad = pad_for(e, l);
+                    Some(to_mem(e, o.clone(), l, pad)?)
+                }
+                None => None,
+            });
+        }
     }
     // Where results land: the first memory on the way back from the registers.
     let store = e
@@ -314,14 +377,20 @@ fn reg_chain(
                 Val::Mem(t) => e.to_loc(Val::Mem(t.view(r, c, h, w)), loc, None, Pad::Dense)?,
                 Val::Reg(_) => input.clone(),
             };
-            for ((s, f), o) in steps.iter().zip(forms).zip(&others) {
-                let y = match o {
-                    Some(o) => {
-                        Some(e.to_loc(Val::Mem(o.view(r, c, h, w)), loc, None, Pad::Dense)?)
+            for (((s, f), o), t) in steps.iter().zip(forms).zip(&others).zip(&thirds) {
+                let mut load = |m: &Option<MemTile>| -> Result<Option<Val>, String> {
+                    match m {
+                        Some(m) => Ok(Some(e.to_loc(
+                            Val::Mem(m.view(r, c, h, w)),
+                            loc,
+                            None,
+                            Pad::Dense,
+                        )?)),
+                        None => Ok(None),
                     }
-                    None => None,
                 };
-                x = reg_op(e, f, s, x, y, h, w)?;
+                let (y, z) = (load(o)?, load(t)?);
+                x = reg_op(e, f, s, x, y, z, h, w)?;
             }
             e.to_loc(x, back, Some(&out.view(r, c, h, w)), Pad::Dense)?;
             c += w;
@@ -331,12 +400,14 @@ fn reg_chain(
     Ok(Val::Mem(out))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn reg_op(
     e: &mut Emitter,
     f: &EwForm,
     s: &Step,
     x: Val,
     y: Option<Val>,
+    z: Option<Val>,
     h: i64,
     w: i64,
 ) -> Result<Val, String> {
@@ -362,7 +433,7 @@ fn reg_op(
         } else {
             (Some(x.clone()), y.clone())
         };
-        ts.extend(a.iter().chain(b.iter()).map(tensor));
+        ts.extend(a.iter().chain(b.iter()).chain(z.iter()).map(tensor));
         let (tensors, refs): (Vec<TileTensor>, Vec<Ref>) = ts.into_iter().unzip();
         let op = ew_op(s.ew, tensors, &shape);
         match e.emit(&op, &refs, Some(f.inst)) {
