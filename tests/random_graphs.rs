@@ -142,15 +142,10 @@ proptest! {
         let g = build(m, k, &layers, seed);
         compiler::ir::verify(&g).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
         let inputs = compiler::run::random_inputs(&g, seed);
-        let computed_b = layers.iter().any(|l| matches!(l, Layer::MatMulInput(_)));
         let transposes = layers.iter().any(|l| matches!(l, Layer::Transpose));
         for t in targets::all() {
             let r = match compiler::run::run(t, t.machine(), &g, &inputs, None) {
                 Ok(r) => r,
-                // Known gap: a machine whose only matrix product reads B resident in
-                // memory (pim-dram's `mac`) cannot multiply two computed tensors yet;
-                // the error must say so.
-                Err(compiler::run::RunError::Lower(e)) if computed_b && e.message.contains("B is computed") => continue,
                 // Known gap: pim-dram and simd-dsp have no transposing instruction.
                 Err(compiler::run::RunError::Lower(e)) if transposes && e.message.contains("lacks a transposing copy") => continue,
                 Err(e) => return Err(TestCaseError::fail(format!("{}: {e}\n{g}", t.name()))),

@@ -574,6 +574,9 @@ impl Lowerer<'_> {
                     let w = tw.min(cols - c);
                     let row0 = b * batch_rows + r;
                     let input = match (&mm, root_input) {
+                        (Some(p), _) if p.decomposed.is_some() => {
+                            self.scaled_rows_tile(p, b as usize, r, c, w)?
+                        }
                         (Some(p), _) => self.matmul_tile(p, b as usize, r, c, h, w)?,
                         (None, Some(v)) => self.operand_tile(v, out, row0, c, h, w)?,
                         (None, None) => return Err(err("region without input")),
@@ -1160,6 +1163,9 @@ struct MatMulPlan {
     /// Batches of `a` and `b` for each output batch: row offsets.
     a_batch: Vec<i64>,
     b_batch: Vec<i64>,
+    /// When no contraction instruction fits: the product as a sum of rows of
+    /// `B` scaled by elements of `A`, on vector registers.
+    decomposed: Option<ops::Scaled>,
 }
 
 impl Lowerer<'_> {
@@ -1282,20 +1288,45 @@ impl Lowerer<'_> {
                         b,
                         a_batch: a_batch.clone(),
                         b_batch: b_batch.clone(),
+                        decomposed: None,
                     },
                 ));
             }
         }
-        best.map(|(_, p)| p).ok_or_else(|| {
-            Self::node_err(
-                n,
-                if why.is_empty() {
-                    "cannot compile: the target lacks a matrix product (`d[i, j] = sum(k) a[i, k] * b[k, j]`, or a `+=` form)".to_owned()
-                } else {
-                    format!("no contraction instruction fits: {}", why.join("; "))
-                },
-            )
-        })
+        if let Some((_, p)) = best {
+            return Ok(p);
+        }
+        // Decomposition: C[m, :] = Σ_k A[m, k] · B[k, :] with a vector times a
+        // scalar and a vector add, where the machine has them.
+        if let Some(sc) = ops::scaled_rows(&self.e) {
+            let tn = sc.width.min(nn).max(1);
+            return Ok(MatMulPlan {
+                set: None,
+                acc: None,
+                tm: 1,
+                tn,
+                tk: k,
+                m,
+                k,
+                n: nn,
+                a,
+                b,
+                a_batch,
+                b_batch,
+                decomposed: Some(sc),
+            });
+        }
+        Err(Self::node_err(
+            n,
+            if why.is_empty() {
+                "cannot compile: the target lacks a matrix product (`d[i, j] = sum(k) a[i, k] * b[k, j]`, or a `+=` form) and a vector-times-scalar `d[i] = a[i] * s` with a scalar load to decompose it".to_owned()
+            } else {
+                format!(
+                    "no contraction instruction fits ({}), and the target lacks a vector-times-scalar `d[i] = a[i] * s` with a scalar load to decompose the product",
+                    why.join("; ")
+                )
+            },
+        ))
     }
 
     /// The tile sizes `(m, n, k)` minimising the contraction's estimated time:
@@ -1647,6 +1678,112 @@ impl Lowerer<'_> {
             ))
         })?;
         Ok(())
+    }
+
+    /// Row `r`, columns `c..c + w` of a decomposed product: Σ_k A[r, k] · B[k, c..c + w].
+    fn scaled_rows_tile(
+        &mut self,
+        p: &MatMulPlan,
+        b: usize,
+        r: i64,
+        c: i64,
+        w: i64,
+    ) -> Result<Val, LowerError> {
+        let sc = p.decomposed.clone().ok_or_else(|| err("not decomposed"))?;
+        let (ha, hb) = (
+            self.operand_home(p.a, p.a_batch[b], p.m, p.k)?,
+            self.operand_home(p.b, p.b_batch[b], p.k, p.n)?,
+        );
+        // A's row where the scalar loads read, B's columns where vector loads read.
+        let a_row = match self
+            .e
+            .to_loc(
+                Val::Mem(ha.view(r, 0, 1, p.k)),
+                sc.scalar_src,
+                None,
+                Pad::Dense,
+            )
+            .map_err(err)?
+        {
+            Val::Mem(t) => t,
+            Val::Reg(_) => return Err(err("a row landed in a register")),
+        };
+        let land = self
+            .info
+            .path(&[hb.loc()], sc.vector)
+            .and_then(|(_, ch)| {
+                ch.iter()
+                    .rev()
+                    .map(|&ci| self.info.copies[ci].from)
+                    .find(|l| matches!(l.place, Place::Mem(_)))
+            })
+            .ok_or_else(|| err("no way to bring B's rows to the vector registers"))?;
+        let pad = self
+            .info
+            .path(&[land], sc.vector)
+            .and_then(|(_, ch)| ch.first().map(|&ci| self.info.copies[ci].pad()))
+            .unwrap_or(Pad::Dense);
+        let b_cols = match self
+            .e
+            .to_loc(Val::Mem(hb.view(0, c, p.k, w)), land, None, pad)
+            .map_err(err)?
+        {
+            Val::Mem(t) => t,
+            Val::Reg(_) => return Err(err("B landed in a register")),
+        };
+        let mut acc: Option<Val> = None;
+        for k in 0..p.k {
+            self.e.ready(&a_row).map_err(err)?;
+            let s = ops::scalar_load(&mut self.e, &sc, &a_row.view(0, k, 1, 1)).map_err(err)?;
+            let row = self
+                .e
+                .to_loc(
+                    Val::Mem(b_cols.view(k, 0, 1, w)),
+                    sc.vector,
+                    None,
+                    Pad::Dense,
+                )
+                .map_err(err)?;
+            let t = ops::scale(&mut self.e, &sc, row, s, w).map_err(err)?;
+            acc = Some(match acc {
+                None => t,
+                Some(a) => ops::add_vectors(&mut self.e, &sc, a, t, w).map_err(err)?,
+            });
+        }
+        acc.ok_or_else(|| err("an empty reduction"))
+    }
+
+    /// The matrix `[rows, cols]` of a matrix-product operand at home (a constant packed as is).
+    fn operand_home(
+        &mut self,
+        v: ValueId,
+        row0: i64,
+        rows: i64,
+        cols: i64,
+    ) -> Result<MemTile, LowerError> {
+        if let Some(t) = self.g.constants.get(&v) {
+            let cols_src = *t.ty.shape.last().unwrap_or(&1) as i64;
+            let data: Vec<f64> = (0..rows)
+                .flat_map(|i| (0..cols).map(move |j| (i, j)))
+                .map(|(i, j)| t.data[((row0 + i) * cols_src + j) as usize])
+                .collect();
+            let key = (v, format!("rows:{row0}:{rows}:{cols}"));
+            if let Some(t) = self.packed.get(&key) {
+                return Ok(t.clone());
+            }
+            let dt = self.act;
+            let tile = self
+                .padded(data, rows, cols, dt)
+                .tile(self.home_mem(), 0, 0, rows, cols);
+            self.packed.insert(key, tile.clone());
+            return Ok(tile);
+        }
+        let h = self
+            .homes
+            .get(&v)
+            .cloned()
+            .ok_or_else(|| err("operand without a home"))?;
+        Ok(h.tile(self.home_mem(), row0, 0, rows, cols))
     }
 
     /// Clears an accumulator with an instruction `d = 0`.

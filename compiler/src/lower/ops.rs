@@ -330,15 +330,19 @@ fn reg_chain(
         let pad = pad_for(e, l0);
         Val::Mem(to_mem(e, input, l0, pad)?)
     };
-    let mut others = Vec::new();
-    let mut thirds = Vec::new();
+    let mut others: Vec<Option<Val>> = Vec::new();
+    let mut thirds: Vec<Option<Val>> = Vec::new();
     for s in steps {
         for (src, dst) in [(&s.other, &mut others), (&s.third, &mut thirds)] {
             dst.push(match src {
+                // A value already in one register of the file is used where it is.
+                Some(Val::Reg(r)) if r.file == file && rows <= gr && cols <= gc => {
+                    Some(Val::Reg(r.clone()))
+                }
                 Some(o) => {
                     let l = land(e, o)?;
                     let pad = pad_for(e, l);
-                    Some(to_mem(e, o.clone(), l, pad)?)
+                    Some(Val::Mem(to_mem(e, o.clone(), l, pad)?))
                 }
                 None => None,
             });
@@ -378,14 +382,15 @@ fn reg_chain(
                 Val::Reg(_) => input.clone(),
             };
             for (((s, f), o), t) in steps.iter().zip(forms).zip(&others).zip(&thirds) {
-                let mut load = |m: &Option<MemTile>| -> Result<Option<Val>, String> {
+                let mut load = |m: &Option<Val>| -> Result<Option<Val>, String> {
                     match m {
-                        Some(m) => Ok(Some(e.to_loc(
+                        Some(Val::Mem(m)) => Ok(Some(e.to_loc(
                             Val::Mem(m.view(r, c, h, w)),
                             loc,
                             None,
                             Pad::Dense,
                         )?)),
+                        Some(v) => Ok(Some(v.clone())),
                         None => Ok(None),
                     }
                 };
@@ -787,4 +792,217 @@ impl Contraction {
             .collect();
         self.op(e, tensors, mnk)
     }
+}
+
+/// What a decomposed matrix product uses: a vector register file, a
+/// vector-times-scalar instruction, and a scalar load.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scaled {
+    /// Where vectors are: a one-dimensional register file.
+    pub vector: Loc,
+    /// Lanes of one register.
+    pub width: i64,
+    /// Where scalars are.
+    pub scalar: Loc,
+    /// The memory scalars are loaded from.
+    pub scalar_src: Loc,
+    /// `d[i] = a[i] * s`.
+    pub mul: InstId,
+    /// `s = src[0]`.
+    pub load: InstId,
+}
+
+fn scalar_tensor(file: isa_specs::model::RegFileId, dtype: DType) -> TileTensor {
+    TileTensor {
+        dtype,
+        shape: Vec::new(),
+        place: TilePlace::Reg { file, reg: 0 },
+    }
+}
+
+/// `d[i] = a[i] * s` over `w` lanes.
+fn scale_op(tensors: Vec<TileTensor>, w: i64) -> TileOp {
+    TileOp {
+        tensors,
+        extents: vec![w],
+        target: TileAccess {
+            tensor: 0,
+            indices: vec![ix(0)],
+        },
+        op: AssignOp::Set,
+        value: TileExpr::Binary(
+            BinOp::Mul,
+            Box::new(TileExpr::Access(TileAccess {
+                tensor: 1,
+                indices: vec![ix(0)],
+            })),
+            Box::new(TileExpr::Access(TileAccess {
+                tensor: 2,
+                indices: Vec::new(),
+            })),
+        ),
+    }
+}
+
+/// `s = src[0]`.
+fn load_op(tensors: Vec<TileTensor>) -> TileOp {
+    TileOp {
+        tensors,
+        extents: Vec::new(),
+        target: TileAccess {
+            tensor: 0,
+            indices: Vec::new(),
+        },
+        op: AssignOp::Set,
+        value: TileExpr::Access(TileAccess {
+            tensor: 1,
+            indices: vec![Affine {
+                terms: Vec::new(),
+                constant: 0,
+                offsets: Vec::new(),
+            }],
+        }),
+    }
+}
+
+/// The machine's way to scale a vector by a loaded scalar, if it has one (and vector adds).
+pub fn scaled_rows(e: &Emitter) -> Option<Scaled> {
+    let adds = ew_forms(e, Ew::Add);
+    for (fi, f) in e.m.regfiles.iter().enumerate() {
+        let file = isa_specs::model::RegFileId(fi as u32);
+        let [w] = f.shape.as_slice() else { continue };
+        if !f.dtype.is_float() {
+            continue;
+        }
+        let vector = Loc {
+            place: Place::Reg(file),
+            dtype: f.dtype,
+        };
+        if !adds
+            .iter()
+            .any(|a| a.rank == 1 && a.locs.iter().all(|l| *l == vector))
+        {
+            continue;
+        }
+        for (si, sf) in e.m.regfiles.iter().enumerate() {
+            let sfile = isa_specs::model::RegFileId(si as u32);
+            if !sf.shape.is_empty() || sf.dtype != f.dtype {
+                continue;
+            }
+            let v = |t| Emitter::reg_tensor(file, f.dtype, t, vec![w.value]).0;
+            let op = scale_op(vec![v(0), v(0), scalar_tensor(sfile, sf.dtype)], w.value);
+            let Some((mul, _)) = e
+                .isa
+                .match_op(e.m, &op)
+                .into_iter()
+                .find(|(id, b)| isa_specs::select::finish(e.m, *id, b, &op).is_ok())
+            else {
+                continue;
+            };
+            // A scalar load, from any memory.
+            let probe = load_op(vec![
+                scalar_tensor(sfile, sf.dtype),
+                TileTensor {
+                    dtype: sf.dtype,
+                    shape: vec![1],
+                    place: TilePlace::Imm(0),
+                },
+            ]);
+            for (id, b) in e.isa.match_op(e.m, &probe) {
+                let Some(oi) = b.operand.iter().position(|x| *x == Some(1)) else {
+                    continue;
+                };
+                let Some(src) = operand_loc(e.m, id, oi) else {
+                    continue;
+                };
+                if src.dtype == sf.dtype && matches!(src.place, Place::Mem(_)) {
+                    return Some(Scaled {
+                        vector,
+                        width: w.value,
+                        scalar: Loc {
+                            place: Place::Reg(sfile),
+                            dtype: sf.dtype,
+                        },
+                        scalar_src: src,
+                        mul,
+                        load: id,
+                    });
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Loads one element of a memory tile into a fresh scalar register.
+pub fn scalar_load(e: &mut Emitter, sc: &Scaled, at: &MemTile) -> Result<Val, String> {
+    let Place::Reg(file) = sc.scalar.place else {
+        return Err("scalars not in registers".to_owned());
+    };
+    let s = e.vreg(file);
+    let (src, sr) = Emitter::mem_tensor(at, vec![1]);
+    let op = load_op(vec![scalar_tensor(file, sc.scalar.dtype), src]);
+    e.emit(&op, &[Ref::VReg(file, s), sr], Some(sc.load))?;
+    Ok(Val::Reg(RegTile {
+        file,
+        dtype: sc.scalar.dtype,
+        reg: s,
+        rows: 1,
+        cols: 1,
+    }))
+}
+
+/// `row * s` over `w` lanes, into a fresh vector register.
+pub fn scale(e: &mut Emitter, sc: &Scaled, row: Val, s: Val, w: i64) -> Result<Val, String> {
+    let (Val::Reg(row), Val::Reg(s)) = (row, s) else {
+        return Err("scaling operands not in registers".to_owned());
+    };
+    let d = e.vreg(row.file);
+    let mut last = String::new();
+    for width in [w, sc.width] {
+        let op = scale_op(
+            vec![
+                Emitter::reg_tensor(row.file, row.dtype, d, vec![width]).0,
+                Emitter::reg_tensor(row.file, row.dtype, row.reg, vec![width]).0,
+                scalar_tensor(s.file, s.dtype),
+            ],
+            width,
+        );
+        match e.emit(
+            &op,
+            &[
+                Ref::VReg(row.file, d),
+                Ref::VReg(row.file, row.reg),
+                Ref::VReg(s.file, s.reg),
+            ],
+            Some(sc.mul),
+        ) {
+            Ok(_) => {
+                return Ok(Val::Reg(RegTile {
+                    file: row.file,
+                    dtype: row.dtype,
+                    reg: d,
+                    rows: 1,
+                    cols: w,
+                }));
+            }
+            Err(err) => last = err,
+        }
+    }
+    Err(last)
+}
+
+/// `a + b` of two vectors of `w` lanes already in registers of `sc.vector`, into a fresh register.
+pub fn add_vectors(e: &mut Emitter, sc: &Scaled, a: Val, b: Val, w: i64) -> Result<Val, String> {
+    let form = ew_forms(e, Ew::Add)
+        .into_iter()
+        .find(|f| f.rank == 1 && f.locs.iter().all(|l| *l == sc.vector))
+        .ok_or_else(|| "no vector add in the vector registers".to_owned())?;
+    let step = Step {
+        ew: Ew::Add,
+        other: None,
+        swapped: false,
+        third: None,
+    };
+    reg_op(e, &form, &step, a, Some(b), None, 1, w)
 }
