@@ -79,11 +79,15 @@ pub struct OutputCheck {
     pub max_abs_err: f64,
     /// Largest difference relative to the reference's largest magnitude.
     pub max_rel_err: f64,
-    /// Within tolerance of the reference interpreter.
+    /// Within tolerance of the reference interpreter, and of the expected
+    /// output when one was given.
     pub ok: bool,
     /// Largest absolute difference from the expected file, if one was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expected_max_abs_err: Option<f64>,
+    /// Why a comparison could not be made (the expected output has another shape).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// Everything one run produced.
@@ -218,16 +222,28 @@ pub fn run(
             shape: reference[k].ty.shape.clone(),
         };
         let got = Tensor::new(ty, data);
-        let (abs, rel, ok) = compare(&got, &reference[k], tol);
-        let expected_max_abs_err = expected
+        let (abs, rel, ok_reference) = compare(&got, &reference[k], tol);
+        let vs_expected = expected
             .and_then(|e| e.get(k))
-            .map(|e| compare(&got, e, tol).0);
+            .map(|e| compare(&got, e, tol));
+        let ok = ok_reference && vs_expected.is_none_or(|(_, _, ok)| ok);
+        let expected_max_abs_err = vs_expected.map(|(abs, _, _)| abs).filter(|e| e.is_finite());
+        let problem = expected
+            .and_then(|e| e.get(k))
+            .filter(|e| e.ty.shape != got.ty.shape)
+            .map(|e| {
+                format!(
+                    "the expected output has shape {:?}, the model's is {:?}",
+                    e.ty.shape, got.ty.shape
+                )
+            });
         checks.push(OutputCheck {
             name: d.name.clone(),
             max_abs_err: abs,
             max_rel_err: rel,
             ok,
             expected_max_abs_err,
+            problem,
         });
         outputs.push(got);
     }

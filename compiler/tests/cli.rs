@@ -565,7 +565,7 @@ fn run_exits_one_when_an_output_is_off() {
     )
     .expect("copy");
     std::fs::copy(
-        root().join("examples/mlp_medium/test_data_set_0/output_0.pb"),
+        root().join("examples/matmul_bias_relu_small/test_data_set_0/output_0.pb"),
         dir.join("output_0.pb"),
     )
     .expect("copy");
@@ -579,12 +579,25 @@ fn run_exits_one_when_an_output_is_off() {
         "--format",
         "json",
     ]);
-    // The interpreter agrees with the program; the stored output is another model's.
+    // The interpreter agrees with the program; the stored output is another model's (another shape).
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = json_of(&out);
+    assert_eq!(v["outputs"][0]["ok"], false, "{v}");
     assert!(
-        v["outputs"][0]["expected_max_abs_err"]
+        v["outputs"][0]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("shape")),
+        "{v}"
+    );
+    assert!(
+        v["outputs"][0]["max_abs_err"]
             .as_f64()
-            .is_some_and(|e| e > 0.01),
+            .is_some_and(|e| e < 0.1),
         "{v}"
     );
     let _ = std::fs::remove_dir_all(&dir);

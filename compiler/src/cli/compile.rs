@@ -383,8 +383,13 @@ fn print_run(m: &Machine, r: &RunResult) {
     );
     for o in &r.checks {
         let expected = o
-            .expected_max_abs_err
-            .map(|e| format!(", vs expected output {e:.3e}"))
+            .problem
+            .as_ref()
+            .map(|p| format!(", {p}"))
+            .or_else(|| {
+                o.expected_max_abs_err
+                    .map(|e| format!(", vs expected output {e:.3e}"))
+            })
             .unwrap_or_default();
         println!(
             "output      {:<14} {}  max |err| {:.3e} (relative {:.3e}){expected}",
