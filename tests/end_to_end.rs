@@ -4,19 +4,8 @@
 //! computes in (`compiler::run::Tolerance::for_dtype`). Every checker runs
 //! inside the compile (IR verifier, memory plan, register allocation, schedule).
 
-use std::path::{Path, PathBuf};
-
-fn examples() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("examples folder")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join("model.onnx").exists())
-        .collect();
-    v.sort();
-    v
-}
+use std::path::Path;
+use tests::examples;
 
 #[test]
 fn every_example_runs_on_every_target_and_matches() {

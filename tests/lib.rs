@@ -6,3 +6,20 @@
 //!   graphs with odd shapes, on every target;
 //! - `filetests.rs`: small graphs in `filetests/*.tgraph`, one Markdown
 //!   snapshot per (file, target) with a section per pipeline stage.
+
+use std::path::{Path, PathBuf};
+
+/// The bundled example models (`examples/<name>/model.onnx`), sorted.
+pub fn examples() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.join("model.onnx").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}

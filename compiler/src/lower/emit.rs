@@ -95,6 +95,14 @@ impl Val {
         }
     }
 
+    /// Its tensor for a tile operation, seen with `shape`.
+    pub fn tensor(&self, shape: Vec<i64>) -> (TileTensor, Ref) {
+        match self {
+            Val::Mem(t) => Emitter::mem_tensor(t, shape),
+            Val::Reg(r) => Emitter::reg_tensor(r.file, r.dtype, r.reg, shape),
+        }
+    }
+
     /// `(rows, cols)`.
     pub fn dims(&self) -> (i64, i64) {
         match self {
@@ -731,17 +739,8 @@ impl<'a> Emitter<'a> {
         shape: Vec<i64>,
         dst: (TileTensor, Ref),
     ) -> (TileOp, Vec<Ref>) {
-        let src = match v {
-            Val::Mem(t) => Self::mem_tensor(t, shape.clone()),
-            Val::Reg(r) => Self::reg_tensor(r.file, r.dtype, r.reg, shape.clone()),
-        };
-        let idx: Vec<isa_specs::model::Affine> = (0..shape.len())
-            .map(|i| isa_specs::model::Affine {
-                terms: vec![(isa_specs::model::IndexId(i as u32), 1)],
-                constant: 0,
-                offsets: Vec::new(),
-            })
-            .collect();
+        let src = v.tensor(shape.clone());
+        let idx = identity_indices(shape.len());
         let read = TileExpr::Access(TileAccess {
             tensor: 1,
             indices: idx.clone(),
@@ -898,6 +897,17 @@ impl<'a> Emitter<'a> {
         });
         Ok(())
     }
+}
+
+/// The index list `[i0, i1, ...]` of an element-wise access of rank `n`.
+pub fn identity_indices(n: usize) -> Vec<isa_specs::model::Affine> {
+    (0..n)
+        .map(|i| isa_specs::model::Affine {
+            terms: vec![(isa_specs::model::IndexId(i as u32), 1)],
+            constant: 0,
+            offsets: Vec::new(),
+        })
+        .collect()
 }
 
 /// The semantics' single assignment of an instruction, if it has exactly one.

@@ -71,7 +71,7 @@ fn ix(i: usize) -> Affine {
 fn access(tensor: usize, rank: usize) -> TileExpr {
     TileExpr::Access(TileAccess {
         tensor,
-        indices: (0..rank).map(ix).collect(),
+        indices: super::emit::identity_indices(rank),
     })
 }
 
@@ -428,10 +428,7 @@ fn reg_op(
     let exact = if f.rank == 2 { vec![h, w] } else { vec![w] };
     let mut last = String::new();
     for shape in [exact, full] {
-        let tensor = |v: &Val| match v {
-            Val::Reg(r) => Emitter::reg_tensor(r.file, r.dtype, r.reg, shape.clone()),
-            Val::Mem(t) => Emitter::mem_tensor(t, shape.clone()),
-        };
+        let tensor = |v: &Val| v.tensor(shape.clone());
         let mut ts = vec![Emitter::reg_tensor(file, f.locs[0].dtype, d, shape.clone())];
         let (a, b) = if s.swapped {
             (y.clone(), Some(x.clone()))

@@ -1,0 +1,981 @@
+//! Matrix products: choosing a contraction instruction and its tile sizes,
+//! packing constant operands, staging runs of the reduction on chip, the
+//! reduction loop of a tile, and the decomposed product for machines without
+//! a usable contraction.
+
+use super::emit::{self, Base, Emitter, MemTile, Pad, Ref, Val};
+use super::machine::{self, Loc, Place};
+use super::ops::{self, Contraction, Role};
+use super::{LowerError, Lowerer, broadcast_offsets, encode, err};
+use crate::ir::ValueId;
+use isa_specs::model::{DType, MemId, OperandKind};
+use isa_specs::program::DataSegment;
+use isa_specs::select::{TileAccess, TileExpr, TileOp, TileTensor};
+
+/// A run of a contraction operand staged on chip.
+#[derive(Clone, Debug)]
+pub(super) struct Staged {
+    /// First reduction index it holds.
+    k0: i64,
+    /// Reduction indices it holds.
+    len: i64,
+    /// First index and extent of the other dimension.
+    other0: i64,
+    other: i64,
+    /// Where.
+    tile: MemTile,
+}
+
+/// How a matrix product is computed.
+#[derive(Clone, Debug)]
+pub(super) struct MatMulPlan {
+    /// Overwriting form, if any.
+    pub(super) set: Option<Contraction>,
+    /// Accumulating form, if any.
+    pub(super) acc: Option<Contraction>,
+    /// Tile sizes.
+    pub(super) tm: i64,
+    pub(super) tn: i64,
+    pub(super) tk: i64,
+    /// Rows (per batch), columns, reduction.
+    pub(super) m: i64,
+    pub(super) k: i64,
+    pub(super) n: i64,
+    pub(super) a: ValueId,
+    pub(super) b: ValueId,
+    /// Batches of `a` and `b` for each output batch: row offsets.
+    pub(super) a_batch: Vec<i64>,
+    pub(super) b_batch: Vec<i64>,
+    /// When no contraction instruction fits: the product as a sum of rows of
+    /// `B` scaled by elements of `A`, on vector registers.
+    pub(super) decomposed: Option<ops::Scaled>,
+}
+
+impl Lowerer<'_> {
+    pub(super) fn plan_matmul(&mut self, n: &crate::ir::Node) -> Result<MatMulPlan, LowerError> {
+        let g = self.g;
+        let (a, b) = (n.inputs[0], n.inputs[1]);
+        let (sa, sb, so) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(n.outputs[0]).shape);
+        if sa.len() < 2 || sb.len() < 2 {
+            return Err(Self::node_err(
+                n,
+                "one-dimensional MatMul operands are not supported yet",
+            ));
+        }
+        let (m, k) = (sa[sa.len() - 2] as i64, sa[sa.len() - 1] as i64);
+        let nn = sb[sb.len() - 1] as i64;
+        // Batch offsets (numpy broadcasting of leading dimensions).
+        let lead = &so[..so.len() - 2];
+        let offsets = |s: &[usize], rows: i64| -> Vec<i64> {
+            broadcast_offsets(&s[..s.len() - 2], lead)
+                .into_iter()
+                .map(|x| x as i64 * rows)
+                .collect()
+        };
+        let a_batch = offsets(sa, m);
+        let b_batch = offsets(sb, k);
+        let a_const = g.constants.contains_key(&a);
+        let b_const = g.constants.contains_key(&b);
+        let mut best: Option<(i64, MatMulPlan)> = None;
+        let mut why = Vec::new();
+        let cs = self.contractions.clone();
+        for c in &cs {
+            // Activations are row-major at home: they cannot be read transposed.
+            if !a_const && c.a_dims.first() == Some(&Role::K) && c.a_dims.len() == 2 {
+                why.push(format!(
+                    "`{}` reads A transposed",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
+                continue;
+            }
+            if !b_const && c.b_dims.first() == Some(&Role::N) {
+                why.push(format!(
+                    "`{}` reads B transposed and B is computed",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
+                continue;
+            }
+            let Some(locs) = c.locs(&self.e) else {
+                continue;
+            };
+            if !a_const && locs[1].place == Place::Mem(self.info.home) {
+                why.push(format!(
+                    "`{}` needs A resident in memory and A is computed",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
+                continue;
+            }
+            if !b_const && locs[2].place == Place::Mem(self.info.home) {
+                why.push(format!(
+                    "`{}` needs B resident in memory and B is computed",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
+                continue;
+            }
+            let partner = cs.iter().find(|d| {
+                d.set != c.set
+                    && d.locs(&self.e) == Some(locs)
+                    && d.t_dims == c.t_dims
+                    && d.a_dims == c.a_dims
+                    && d.b_dims == c.b_dims
+            });
+            if !c.set && partner.is_some() {
+                continue; // considered from the overwriting form
+            }
+            let (set, acc) = if c.set {
+                (Some(c.clone()), partner.cloned())
+            } else {
+                (None, Some(c.clone()))
+            };
+            let Some((cost, tm, tn, tk)) = self.tile_search(c, m, nn, k) else {
+                why.push(format!(
+                    "`{}` accepts no tile size",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
+                continue;
+            };
+            if set.is_some() && acc.is_none() && tk < k {
+                why.push(format!(
+                    "`{}` cannot accumulate a reduction of {k}",
+                    self.e.m.instructions[c.inst.index()].name
+                ));
+                continue;
+            }
+            if best.as_ref().is_none_or(|(bc, _)| cost < *bc) {
+                best = Some((
+                    cost,
+                    MatMulPlan {
+                        set,
+                        acc,
+                        tm,
+                        tn,
+                        tk,
+                        m,
+                        k,
+                        n: nn,
+                        a,
+                        b,
+                        a_batch: a_batch.clone(),
+                        b_batch: b_batch.clone(),
+                        decomposed: None,
+                    },
+                ));
+            }
+        }
+        if let Some((_, p)) = best {
+            return Ok(p);
+        }
+        // Decomposition: C[m, :] = Σ_k A[m, k] · B[k, :] with a vector times a
+        // scalar and a vector add, where the machine has them.
+        if let Some(sc) = ops::scaled_rows(&self.e) {
+            let tn = sc.width.min(nn).max(1);
+            return Ok(MatMulPlan {
+                set: None,
+                acc: None,
+                tm: 1,
+                tn,
+                tk: k,
+                m,
+                k,
+                n: nn,
+                a,
+                b,
+                a_batch,
+                b_batch,
+                decomposed: Some(sc),
+            });
+        }
+        Err(Self::node_err(
+            n,
+            if why.is_empty() {
+                "cannot compile: the target lacks a matrix product (`d[i, j] = sum(k) a[i, k] * b[k, j]`, or a `+=` form) and a vector-times-scalar `d[i] = a[i] * s` with a scalar load to decompose it".to_owned()
+            } else {
+                format!(
+                    "no contraction instruction fits ({}), and the target lacks a vector-times-scalar `d[i] = a[i] * s` with a scalar load to decompose the product",
+                    why.join("; ")
+                )
+            },
+        ))
+    }
+
+    /// The tile sizes `(m, n, k)` minimising the contraction's estimated time:
+    /// its occupancy per step from the generated timing tables, plus the
+    /// latency and transfer time of its operands from the home memory.
+    fn tile_search(&self, c: &Contraction, m: i64, n: i64, k: i64) -> Option<(i64, i64, i64, i64)> {
+        let gran = self.info.col_granule;
+        // Register shapes (an instruction may need whole registers, even past the
+        // matrix's edge), and powers of two up to the dimension.
+        let fixed: Vec<i64> = self
+            .e
+            .m
+            .regfiles
+            .iter()
+            .flat_map(|r| r.shape.iter().map(|d| d.value))
+            .collect();
+        let cands = |dim: i64| -> Vec<i64> {
+            let top = machine::rup(dim, gran).max(1);
+            let mut v: Vec<i64> = (0..13).map(|p| 1i64 << p).filter(|x| *x <= top).collect();
+            v.extend(fixed.iter().copied());
+            v.push(dim);
+            v.push(machine::rup(dim, gran));
+            v.sort_unstable();
+            v.dedup();
+            v.retain(|x| *x >= 1 && *x <= 4096);
+            v
+        };
+        let ms = if c.has(Role::M) { cands(m) } else { vec![1] };
+        let ns = if c.has(Role::N) { cands(n) } else { vec![1] };
+        let ks = cands(k);
+        let budget = |mem: MemId| self.e.m.memories[mem.index()].size.value / 4;
+        let locs = c.locs(&self.e)?;
+        let home = &self.e.m.memories[self.info.home.index()];
+        let (home_lat, home_bw) = (home.latency.value.max(0), home.bandwidth.value.max(1));
+        let mut best: Option<(i64, i64, i64, i64)> = None;
+        for &tm in &ms {
+            for &tn in &ns {
+                for &tk in &ks {
+                    let mnk = (tm, tn, tk);
+                    let bytes_ok = [
+                        (&c.t_dims, locs[0]),
+                        (&c.a_dims, locs[1]),
+                        (&c.b_dims, locs[2]),
+                    ]
+                    .iter()
+                    .all(|(d, l)| match l.place {
+                        Place::Mem(mem) if mem != self.info.home => {
+                            Contraction::shape(d, mnk).iter().product::<i64>()
+                                * l.dtype.bytes() as i64
+                                <= budget(mem)
+                        }
+                        _ => true,
+                    });
+                    if !bytes_ok {
+                        continue;
+                    }
+                    let Some(op) = c.probe(&self.e, mnk) else {
+                        continue;
+                    };
+                    let Ok((mi, _)) = self.e.choose(&op, Some(c.inst)) else {
+                        continue;
+                    };
+                    let occ = self.e.isa.occupancy(self.e.m, &mi).max(1);
+                    let (mt, nt, kt) = (
+                        machine::cdiv(m, tm),
+                        machine::cdiv(n, tn),
+                        machine::cdiv(k, tk),
+                    );
+                    // Each step: the instruction's occupancy, plus bringing its
+                    // operands from home (latency and bytes over the home
+                    // memory's bandwidth; operands resident at home are read by
+                    // the instruction itself); each output tile goes back home.
+                    let moved = |dims: &[Role], l: Loc| match l.place {
+                        Place::Mem(x) if x == self.info.home => 0,
+                        _ => {
+                            Contraction::shape(dims, mnk).iter().product::<i64>()
+                                * l.dtype.bytes() as i64
+                        }
+                    };
+                    let step_bytes = moved(&c.a_dims, locs[1]) + moved(&c.b_dims, locs[2]);
+                    let out_bytes = tm * tn * 4;
+                    let cost = mt * nt * kt * (occ + home_lat + step_bytes / home_bw)
+                        + mt * nt * (home_lat + out_bytes / home_bw);
+                    if best.is_none_or(|(bc, ..)| cost < bc) {
+                        best = Some((cost, tm, tn, tk));
+                    }
+                }
+            }
+        }
+        best
+    }
+
+    /// A constant operand of a contraction packed at home for tile access:
+    /// in dimension order `dims` (roles), element type `dt`, padded with zeros
+    /// to whole tiles.
+    /// `B` in its natural layout is cut into column panels one tile wide, each
+    /// a dense matrix starting aligned, so every tile's rows start aligned:
+    /// returns the panels and their width (0: one piece).
+    fn packed_matrix(
+        &mut self,
+        v: ValueId,
+        batch_row0: i64,
+        dims: &[Role],
+        dt: DType,
+        p: &MatMulPlan,
+    ) -> Result<(Vec<MemTile>, i64), LowerError> {
+        let key = (
+            v,
+            format!(
+                "mm:{batch_row0}:{dims:?}:{}:{}:{}:{}",
+                dt.name(),
+                p.tm,
+                p.tn,
+                p.tk
+            ),
+        );
+        if let Some(t) = self.packed_panels.get(&key) {
+            return Ok(t.clone());
+        }
+        let t = &self.g.constants[&v];
+        let cols_src = *t.ty.shape.last().unwrap_or(&1) as i64;
+        let is_a = v == p.a;
+        // Logical matrix [r, c] of this operand and its padded extents.
+        let (r, c) = if is_a { (p.m, p.k) } else { (p.k, p.n) };
+        let pad = |x: i64, role: Role| match role {
+            Role::M => machine::rup(x, p.tm),
+            Role::N => machine::rup(x, p.tn),
+            Role::K => machine::rup(x, p.tk),
+        };
+        let (rr, cr) = if is_a {
+            (Role::M, Role::K)
+        } else {
+            (Role::K, Role::N)
+        };
+        let (rp, cp) = (pad(r, rr), pad(c, cr));
+        let transposed = dims.first() == Some(&cr) && dims.len() == 2;
+        let (orows, ocols) = if transposed { (cp, rp) } else { (rp, cp) };
+        let mut data = vec![0.0; (orows * ocols) as usize];
+        for i in 0..r {
+            for j in 0..c {
+                let x = t.data[((batch_row0 + i) * cols_src + j) as usize];
+                let (oi, oj) = if transposed { (j, i) } else { (i, j) };
+                data[(oi * ocols + oj) as usize] = x;
+            }
+        }
+        let pw = if !is_a && !transposed && ocols > p.tn {
+            p.tn
+        } else {
+            0
+        };
+        let panels = if pw == 0 {
+            vec![
+                self.padded(data, orows, ocols, dt)
+                    .tile(self.home_mem(), 0, 0, orows, ocols),
+            ]
+        } else {
+            (0..ocols / pw)
+                .map(|j| {
+                    let part: Vec<f64> = (0..orows)
+                        .flat_map(|i| {
+                            data[(i * ocols + j * pw) as usize..(i * ocols + (j + 1) * pw) as usize]
+                                .to_vec()
+                        })
+                        .collect();
+                    self.padded(part, orows, pw, dt)
+                        .tile(self.home_mem(), 0, 0, orows, pw)
+                })
+                .collect()
+        };
+        self.packed_panels.insert(key, (panels.clone(), pw));
+        Ok((panels, pw))
+    }
+
+    /// The tile `[r.., c..]` (`h` x `w`) of batch `b` of a matrix product, in the contraction's result place.
+    pub(super) fn matmul_tile(
+        &mut self,
+        p: &MatMulPlan,
+        b: usize,
+        r: i64,
+        c: i64,
+        h: i64,
+        w: i64,
+    ) -> Result<Val, LowerError> {
+        let form = p
+            .set
+            .clone()
+            .or_else(|| p.acc.clone())
+            .ok_or_else(|| err("no contraction form"))?;
+        let locs = form
+            .locs(&self.e)
+            .ok_or_else(|| err("contraction operands without places"))?;
+        // Exact rows and columns if the instruction takes them, else whole (zero-padded) tiles.
+        let exact = (
+            if form.has(Role::M) { h } else { 1 },
+            if form.has(Role::N) { w } else { 1 },
+        );
+        let fits = |e: &Emitter, f: &Contraction, mnk| {
+            f.probe(e, mnk)
+                .is_some_and(|op| e.check(&op, f.inst).is_ok())
+        };
+        let (mr, nr) = if fits(&self.e, &form, (exact.0, exact.1, p.tk)) {
+            exact
+        } else {
+            (p.tm, p.tn)
+        };
+        let t_val = match locs[0].place {
+            Place::Reg(file) => Val::Reg(emit::RegTile {
+                file,
+                dtype: locs[0].dtype,
+                reg: self.e.vreg(file),
+                rows: h,
+                cols: w,
+            }),
+            Place::Mem(mem) => {
+                let mut t = self.e.buffer(mem, locs[0].dtype, mr.max(h), nr.max(w));
+                t.rows = h;
+                t.cols = w;
+                Val::Mem(t)
+            }
+        };
+        if p.set.is_none() {
+            let shape = Contraction::shape(&form.t_dims, (mr, nr, p.tk));
+            self.zero(&t_val, &shape, locs[0])?;
+        }
+        let mut staged: [Option<Staged>; 2] = [None, None];
+        let mut kk = 0;
+        let mut first = true;
+        // Reduction steps of the chosen size; a step whose operands cannot be
+        // brought into place (alignment of a conversion through registers, say)
+        // is retried without staging, then in halves.
+        let mut kw = p.tk.min(p.k);
+        let mut stage = true;
+        while kk < p.k {
+            kw = kw.min(p.k - kk);
+            let cp = self.e.checkpoint();
+            let staged_before = staged.clone();
+            if !stage {
+                staged = [None, None];
+            }
+            match self.contraction_step(
+                p,
+                &form,
+                &locs,
+                &t_val,
+                first,
+                b,
+                (r, c),
+                (mr, nr),
+                (kk, kw),
+                stage,
+                &mut staged,
+            ) {
+                Ok(()) => {
+                    first = false;
+                    kk += kw;
+                }
+                Err(e) if stage || kw > 1 => {
+                    let _ = e;
+                    self.e.rollback(cp);
+                    staged = staged_before;
+                    if stage {
+                        stage = false;
+                    } else {
+                        stage = true;
+                        // The largest power of two below: offsets stay aligned.
+                        kw = 1i64 << (63 - (kw - 1).max(1).leading_zeros());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(t_val)
+    }
+
+    /// One reduction step `kk..kk + kw` of a contraction tile.
+    #[allow(clippy::too_many_arguments)]
+    fn contraction_step(
+        &mut self,
+        p: &MatMulPlan,
+        form: &Contraction,
+        locs: &[Loc; 3],
+        t_val: &Val,
+        first: bool,
+        b: usize,
+        (r, c): (i64, i64),
+        (mr, nr): (i64, i64),
+        (kk, kw): (i64, i64),
+        stage: bool,
+        staged: &mut [Option<Staged>; 2],
+    ) -> Result<(), LowerError> {
+        let fits = |e: &Emitter, f: &Contraction, mnk| {
+            f.probe(e, mnk)
+                .is_some_and(|op| e.check(&op, f.inst).is_ok())
+        };
+        let inst_form = if first {
+            p.set.clone().unwrap_or_else(|| form.clone())
+        } else {
+            p.acc.clone().ok_or_else(|| err("no accumulating form"))?
+        };
+        let mnk = if fits(&self.e, &inst_form, (mr, nr, kw)) {
+            (mr, nr, kw)
+        } else {
+            (mr, nr, p.tk)
+        };
+        let [sa, sb] = staged;
+        let a_t = self.contraction_operand(
+            p,
+            &inst_form,
+            true,
+            b,
+            (r, kk),
+            mnk,
+            locs[1],
+            stage.then_some(sa),
+        )?;
+        let b_t = self.contraction_operand(
+            p,
+            &inst_form,
+            false,
+            b,
+            (kk, c),
+            mnk,
+            locs[2],
+            stage.then_some(sb),
+        )?;
+        let tens = |v: &Val, shape: Vec<i64>| v.tensor(shape);
+        for v in [&a_t, &b_t, t_val] {
+            if let Val::Mem(x) = v {
+                self.e.ready(x).map_err(err)?;
+            }
+        }
+        let (ts, refs): (Vec<TileTensor>, Vec<Ref>) = [
+            tens(t_val, Contraction::shape(&inst_form.t_dims, mnk)),
+            tens(&a_t, Contraction::shape(&inst_form.a_dims, mnk)),
+            tens(&b_t, Contraction::shape(&inst_form.b_dims, mnk)),
+        ]
+        .into_iter()
+        .unzip();
+        let op = inst_form
+            .op(&self.e, ts, mnk)
+            .ok_or_else(|| err("contraction pattern"))?;
+        self.e.emit(&op, &refs, Some(inst_form.inst)).map_err(|e| {
+            err(format!(
+                "`{}`: {e}",
+                self.e.m.instructions[inst_form.inst.index()].name
+            ))
+        })?;
+        Ok(())
+    }
+
+    /// Row `r`, columns `c..c + w` of a decomposed product: Σ_k A[r, k] · B[k, c..c + w].
+    pub(super) fn scaled_rows_tile(
+        &mut self,
+        p: &MatMulPlan,
+        b: usize,
+        r: i64,
+        c: i64,
+        w: i64,
+    ) -> Result<Val, LowerError> {
+        let sc = p.decomposed.clone().ok_or_else(|| err("not decomposed"))?;
+        let (ha, hb) = (
+            self.operand_home(p.a, p.a_batch[b], p.m, p.k)?,
+            self.operand_home(p.b, p.b_batch[b], p.k, p.n)?,
+        );
+        // A's row where the scalar loads read, B's columns where vector loads read.
+        let a_row = match self
+            .e
+            .to_loc(
+                Val::Mem(ha.view(r, 0, 1, p.k)),
+                sc.scalar_src,
+                None,
+                Pad::Dense,
+            )
+            .map_err(err)?
+        {
+            Val::Mem(t) => t,
+            Val::Reg(_) => return Err(err("a row landed in a register")),
+        };
+        let land = self
+            .info
+            .path(&[hb.loc()], sc.vector)
+            .and_then(|(_, ch)| {
+                ch.iter()
+                    .rev()
+                    .map(|&ci| self.info.copies[ci].from)
+                    .find(|l| matches!(l.place, Place::Mem(_)))
+            })
+            .ok_or_else(|| err("no way to bring B's rows to the vector registers"))?;
+        let pad = self
+            .info
+            .path(&[land], sc.vector)
+            .and_then(|(_, ch)| ch.first().map(|&ci| self.info.copies[ci].pad()))
+            .unwrap_or(Pad::Dense);
+        let b_cols = match self
+            .e
+            .to_loc(Val::Mem(hb.view(0, c, p.k, w)), land, None, pad)
+            .map_err(err)?
+        {
+            Val::Mem(t) => t,
+            Val::Reg(_) => return Err(err("B landed in a register")),
+        };
+        let mut acc: Option<Val> = None;
+        for k in 0..p.k {
+            self.e.ready(&a_row).map_err(err)?;
+            let s = ops::scalar_load(&mut self.e, &sc, &a_row.view(0, k, 1, 1)).map_err(err)?;
+            let row = self
+                .e
+                .to_loc(
+                    Val::Mem(b_cols.view(k, 0, 1, w)),
+                    sc.vector,
+                    None,
+                    Pad::Dense,
+                )
+                .map_err(err)?;
+            let t = ops::scale(&mut self.e, &sc, row, s, w).map_err(err)?;
+            acc = Some(match acc {
+                None => t,
+                Some(a) => ops::add_vectors(&mut self.e, &sc, a, t, w).map_err(err)?,
+            });
+        }
+        acc.ok_or_else(|| err("an empty reduction"))
+    }
+
+    /// The matrix `[rows, cols]` of a matrix-product operand at home (a constant packed as is).
+    fn operand_home(
+        &mut self,
+        v: ValueId,
+        row0: i64,
+        rows: i64,
+        cols: i64,
+    ) -> Result<MemTile, LowerError> {
+        if let Some(t) = self.g.constants.get(&v) {
+            let cols_src = *t.ty.shape.last().unwrap_or(&1) as i64;
+            let data: Vec<f64> = (0..rows)
+                .flat_map(|i| (0..cols).map(move |j| (i, j)))
+                .map(|(i, j)| t.data[((row0 + i) * cols_src + j) as usize])
+                .collect();
+            let key = (v, format!("rows:{row0}:{rows}:{cols}"));
+            if let Some(t) = self.packed.get(&key) {
+                return Ok(t.clone());
+            }
+            let dt = self.act;
+            let tile = self
+                .padded(data, rows, cols, dt)
+                .tile(self.home_mem(), 0, 0, rows, cols);
+            self.packed.insert(key, tile.clone());
+            return Ok(tile);
+        }
+        let h = self
+            .homes
+            .get(&v)
+            .cloned()
+            .ok_or_else(|| err("operand without a home"))?;
+        Ok(h.tile(self.home_mem(), row0, 0, rows, cols))
+    }
+
+    /// Clears an accumulator with an instruction `d = 0`.
+    fn zero(&mut self, t: &Val, shape: &[i64], loc: Loc) -> Result<(), LowerError> {
+        let idx = emit::identity_indices(shape.len());
+        let (tensor, r) = t.tensor(shape.to_vec());
+        let op = TileOp {
+            tensors: vec![tensor],
+            extents: shape.to_vec(),
+            target: TileAccess {
+                tensor: 0,
+                indices: idx,
+            },
+            op: isa_specs::model::AssignOp::Set,
+            value: TileExpr::Const(0.0),
+        };
+        self.e.emit(&op, &[r], None).map(|_| ()).map_err(|e| {
+            err(format!(
+                "cannot clear the accumulator in {}: no instruction `d = 0.0` fits ({e})",
+                self.e.place_name(loc.place)
+            ))
+        })
+    }
+
+    /// Operand `A` (rows `r0..`, reduction `k0..`) or `B` (reduction `r0..`,
+    /// columns `k0..`) of one contraction step, at `loc`. Where the operand
+    /// reaches `loc` through registers or a strided memory operand, a whole
+    /// run of the reduction is first staged on chip (one transfer instead of
+    /// one per step) and each step takes its slice from there.
+    #[allow(clippy::too_many_arguments)]
+    fn contraction_operand(
+        &mut self,
+        p: &MatMulPlan,
+        form: &Contraction,
+        is_a: bool,
+        b: usize,
+        (r0, c0): (i64, i64),
+        mnk: (i64, i64, i64),
+        loc: Loc,
+        staged: Option<&mut Option<Staged>>,
+    ) -> Result<Val, LowerError> {
+        let (v, dims) = if is_a {
+            (p.a, &form.a_dims)
+        } else {
+            (p.b, &form.b_dims)
+        };
+        let (rows, cols) = if is_a { (mnk.0, mnk.2) } else { (mnk.2, mnk.1) };
+        let batch_row0 = if is_a { p.a_batch[b] } else { p.b_batch[b] };
+        let shape = Contraction::shape(dims, mnk);
+        let transposed = dims.len() == 2 && dims[0] == if is_a { Role::K } else { Role::N };
+        let whole: MemTile = if self.g.constants.contains_key(&v) {
+            // Pack in the type the operand wants if the home memory can hold it, else the activation type.
+            let here = Loc {
+                place: Place::Mem(self.home_mem()),
+                dtype: loc.dtype,
+            };
+            let dt = if loc.place == Place::Mem(self.home_mem())
+                || self.info.path(&[here], loc).is_some()
+            {
+                loc.dtype
+            } else {
+                self.act
+            };
+            if loc.place == Place::Mem(self.home_mem()) {
+                return self.resident_tile(v, batch_row0, dims, dt, p, r0, c0, mnk, form, is_a);
+            }
+            let (panels, pw) = self.packed_matrix(v, batch_row0, dims, dt, p)?;
+            if pw > 0 {
+                // Column `c0` of B is column `c0 % pw` of its panel.
+                let panel = panels
+                    .get((c0 / pw) as usize)
+                    .cloned()
+                    .ok_or_else(|| err("panel out of range"))?;
+                return self.contraction_slice(
+                    p,
+                    panel,
+                    is_a,
+                    (r0, c0 % pw),
+                    (rows, cols),
+                    transposed,
+                    loc,
+                    form,
+                    staged,
+                );
+            }
+            panels[0].clone()
+        } else {
+            let home = self
+                .homes
+                .get(&v)
+                .cloned()
+                .ok_or_else(|| err("operand without a home"))?;
+            let (hr, hc) = if is_a { (p.m, p.k) } else { (p.k, p.n) };
+            home.tile(self.home_mem(), batch_row0, 0, hr, hc)
+        };
+        if shape.len() == 1 && rows != 1 && cols != 1 {
+            return Err(err(
+                "a one-dimensional contraction operand with two dimensions",
+            ));
+        }
+        self.contraction_slice(
+            p,
+            whole,
+            is_a,
+            (r0, c0),
+            (rows, cols),
+            transposed,
+            loc,
+            form,
+            staged,
+        )
+    }
+
+    /// The `(r0, c0)` slice of `rows` x `cols` of operand matrix `whole` at `loc`, staged (see [`Self::contraction_operand`]).
+    #[allow(clippy::too_many_arguments)]
+    fn contraction_slice(
+        &mut self,
+        p: &MatMulPlan,
+        whole: MemTile,
+        is_a: bool,
+        (r0, c0): (i64, i64),
+        (rows, cols): (i64, i64),
+        transposed: bool,
+        loc: Loc,
+        form: &Contraction,
+        staged: Option<&mut Option<Staged>>,
+    ) -> Result<Val, LowerError> {
+        // Where the slices are taken from: the last memory on the way to `loc`, or `loc` itself if strided.
+        let def = &self.e.m.instructions[form.inst.index()];
+        let strided = matches!(
+            &def.operands[if is_a { form.a } else { form.b }].kind,
+            OperandKind::Mem {
+                stride: Some(_),
+                ..
+            }
+        );
+        let stage_loc = match loc.place {
+            _ if transposed => None,
+            Place::Reg(_) => self.info.path(&[whole.loc()], loc).and_then(|(_, chain)| {
+                chain
+                    .iter()
+                    .rev()
+                    .map(|&ci| self.info.copies[ci].from)
+                    .find(|l| matches!(l.place, Place::Mem(_)))
+            }),
+            Place::Mem(_) if strided => Some(loc),
+            Place::Mem(_) => None,
+        }
+        .filter(|l| *l != whole.loc());
+        let (Some(stage_loc), Some(staged)) = (stage_loc, staged) else {
+            let src = if transposed {
+                whole.view(c0, r0, cols, rows)
+            } else {
+                whole.view(r0, c0, rows, cols)
+            };
+            // A strided operand takes a buffer with aligned rows.
+            return self
+                .e
+                .to_loc(
+                    Val::Mem(src),
+                    loc,
+                    None,
+                    if strided { Pad::Aligned } else { Pad::Dense },
+                )
+                .map_err(err);
+        };
+        // The reduction offset of this step and the extent of the other dimension.
+        let (k0, other0, other) = if is_a { (c0, r0, rows) } else { (r0, c0, cols) };
+        let kstep = if is_a { cols } else { rows };
+        let fresh = staged.as_ref().is_none_or(|s| {
+            k0 < s.k0 || k0 + kstep > s.k0 + s.len || s.other0 != other0 || s.other != other
+        });
+        if fresh {
+            let Place::Mem(sm) = stage_loc.place else {
+                unreachable!()
+            };
+            let esz = 4i64.max(stage_loc.dtype.bytes() as i64);
+            let budget = self.e.m.memories[sm.index()].size.value / 8 / (other.max(1) * esz);
+            let step = p.tk.max(1);
+            let run = (budget / step).max(1) * step;
+            let len = machine::rup(p.k - k0, step).min(run).max(kstep);
+            let src = if is_a {
+                whole.view(r0, k0, rows, len)
+            } else {
+                whole.view(k0, c0, len, cols)
+            };
+            let pad = if strided {
+                Pad::Aligned
+            } else {
+                self.info
+                    .path(&[stage_loc], loc)
+                    .and_then(|(_, ch)| ch.first().map(|&ci| self.info.copies[ci].pad()))
+                    .unwrap_or(Pad::Dense)
+            };
+            let tile = match self
+                .e
+                .to_loc(Val::Mem(src), stage_loc, None, pad)
+                .map_err(err)?
+            {
+                Val::Mem(t) => t,
+                Val::Reg(_) => return Err(err("staged operand landed in a register")),
+            };
+            *staged = Some(Staged {
+                k0,
+                len,
+                other0,
+                other,
+                tile,
+            });
+        }
+        let s = staged.as_ref().ok_or_else(|| err("staging"))?;
+        let slice = if is_a {
+            s.tile.view(0, k0 - s.k0, rows, cols)
+        } else {
+            s.tile.view(k0 - s.k0, 0, rows, cols)
+        };
+        if Place::Mem(slice.mem) == loc.place && slice.dtype == loc.dtype {
+            return Ok(Val::Mem(slice));
+        }
+        self.e
+            .to_loc(Val::Mem(slice), loc, None, Pad::Dense)
+            .map_err(err)
+    }
+
+    /// A tile of a constant operand kept resident at home in the exact layout
+    /// (strides, alignment) the contraction instruction reads it in.
+    #[allow(clippy::too_many_arguments)]
+    fn resident_tile(
+        &mut self,
+        v: ValueId,
+        batch_row0: i64,
+        dims: &[Role],
+        dt: DType,
+        p: &MatMulPlan,
+        r0: i64,
+        c0: i64,
+        mnk: (i64, i64, i64),
+        form: &Contraction,
+        is_a: bool,
+    ) -> Result<Val, LowerError> {
+        let key = (
+            v,
+            format!("res:{batch_row0}:{r0}:{c0}:{mnk:?}:{}", form.inst.index()),
+        );
+        if let Some(t) = self.packed.get(&key) {
+            return Ok(Val::Mem(t.clone()));
+        }
+        let m = self.e.m;
+        let op = &m.instructions[form.inst.index()].operands[if is_a { form.a } else { form.b }];
+        let OperandKind::Mem { align, stride, .. } = &op.kind else {
+            return Err(err("resident operand is not in memory"));
+        };
+        let params: Vec<i64> = m.params.iter().map(|q| q.value).collect();
+        let shape = Contraction::shape(dims, mnk);
+        let strides: Vec<i64> = match stride {
+            Some(s) => s
+                .iter()
+                .map(|e| isa_specs::eval::eval_int(e, &isa_specs::eval::Params(&params)))
+                .collect::<Result<_, _>>()
+                .map_err(|e| {
+                    err(format!(
+                        "stride of a resident operand depends on immediates: {e}"
+                    ))
+                })?,
+            None => isa_specs::select::dense(&shape),
+        };
+        let t = &self.g.constants[&v];
+        let cols_src = *t.ty.shape.last().unwrap_or(&1) as i64;
+        let (lr, lc) = if is_a { (p.m, p.k) } else { (p.k, p.n) };
+        let extent: i64 = shape
+            .iter()
+            .zip(&strides)
+            .map(|(n, s)| (n - 1) * s)
+            .sum::<i64>()
+            + 1;
+        let mut data = vec![0.0f64; extent as usize];
+        let rows_role = if is_a { Role::M } else { Role::K };
+        for flat in 0..shape.iter().product::<i64>() {
+            // Multi-index over the operand's dims.
+            let mut rest = flat;
+            let mut idx = vec![0i64; shape.len()];
+            for d in (0..shape.len()).rev() {
+                idx[d] = rest % shape[d];
+                rest /= shape[d];
+            }
+            let (mut i, mut j) = (0, 0);
+            for (d, role) in dims.iter().enumerate() {
+                if *role == rows_role {
+                    i = idx[d];
+                } else {
+                    j = idx[d];
+                }
+            }
+            let (gi, gj) = (r0 + i, c0 + j);
+            if gi < lr && gj < lc {
+                let off: i64 = idx.iter().zip(&strides).map(|(x, s)| x * s).sum();
+                data[off as usize] = t.data[((batch_row0 + gi) * cols_src + gj) as usize];
+            }
+        }
+        let addr = self.alloc_home(extent as u64 * dt.bytes(), *align);
+        self.data.push(DataSegment {
+            memory: m.memories[self.home_mem().index()].name.clone(),
+            addr,
+            bytes: encode(dt, data),
+        });
+        let pitch = if strides.len() == 2 {
+            strides[0]
+        } else {
+            shape.last().copied().unwrap_or(1)
+        };
+        let (rows, cols) = if shape.len() == 2 {
+            (shape[0], shape[1])
+        } else {
+            (1, shape[0])
+        };
+        let tile = MemTile {
+            mem: self.home_mem(),
+            dtype: dt,
+            base: Base::Fixed(addr),
+            offset: 0,
+            rows,
+            cols,
+            pitch,
+            ready: None,
+        };
+        self.packed.insert(key, tile.clone());
+        Ok(Val::Mem(tile))
+    }
+}

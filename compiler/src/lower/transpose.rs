@@ -1,0 +1,185 @@
+//! Transposes of computed tensors, tile by tile through a transposing copy
+//! instruction of the machine (`d[j, i] = src[i, j]`).
+
+use super::emit::{Emitter, MemTile, Pad, Ref, Val};
+use super::machine::{self, Loc, Place};
+use super::{LowerError, Lowerer, err};
+use isa_specs::select::{TileAccess, TileExpr, TileOp, TilePlace, TileTensor};
+
+impl Lowerer<'_> {
+    /// A transpose of the last two dimensions (the leading ones kept), tile by
+    /// tile through a transposing copy instruction (`d[j, i] = src[i, j]`).
+    pub(super) fn transpose(
+        &mut self,
+        n: &crate::ir::Node,
+        perm: &[usize],
+    ) -> Result<(), LowerError> {
+        let g = self.g;
+        let rank = perm.len();
+        let swaps_last_two = rank >= 2
+            && perm[..rank - 2].iter().enumerate().all(|(i, p)| i == *p)
+            && perm[rank - 2] == rank - 1
+            && perm[rank - 1] == rank - 2;
+        let (x, y) = (n.inputs[0], n.outputs[0]);
+        let (xin, yout) = (
+            self.homes
+                .get(&x)
+                .cloned()
+                .ok_or_else(|| err("input without a home"))?,
+            self.homes
+                .get(&y)
+                .cloned()
+                .ok_or_else(|| err("output without a home"))?,
+        );
+        if !swaps_last_two {
+            return Err(Self::node_err(
+                n,
+                format!(
+                    "Transpose with perm {perm:?} is not supported yet (only swapping the last two dimensions)"
+                ),
+            ));
+        }
+        let shape = &g.ty(x).shape;
+        let (r, c) = (shape[rank - 2] as i64, shape[rank - 1] as i64);
+        let batches: i64 = shape[..rank - 2].iter().product::<usize>() as i64;
+        let home = Loc {
+            place: Place::Mem(self.home_mem()),
+            dtype: xin.dtype,
+        };
+        let back = Loc {
+            place: Place::Mem(self.home_mem()),
+            dtype: yout.dtype,
+        };
+        // A transposing instruction the data can reach and come back from.
+        let cands: Vec<machine::Copy> = self
+            .info
+            .transposes
+            .iter()
+            .filter(|t| {
+                self.info.path(&[home], t.from).is_some() && self.info.path(&[t.to], back).is_some()
+            })
+            .cloned()
+            .collect();
+        let Some(tc) = cands
+            .iter()
+            .find(|t| t.cast.is_none())
+            .or(cands.first())
+            .cloned()
+        else {
+            return Err(Self::node_err(
+                n,
+                "cannot compile: the target lacks a transposing copy `d[j, i] = a[i, j]`",
+            ));
+        };
+        // The largest square tile the instruction takes.
+        let mut t = 1i64;
+        for size in [128i64, 64, 32, 16, 8, 4, 2, 1] {
+            let op = self.transpose_op(&tc, size.min(r), size.min(c), None, None);
+            if self.e.check(&op.0, tc.inst).is_ok() {
+                t = size;
+                break;
+            }
+        }
+        for b in 0..batches {
+            let mut i = 0;
+            while i < r {
+                let h = t.min(r - i);
+                let mut j = 0;
+                while j < c {
+                    let w = t.min(c - j);
+                    let src = xin.tile(self.home_mem(), b * r + i, j, h, w);
+                    let Val::Mem(src) = self
+                        .e
+                        .to_loc(Val::Mem(src), tc.from, None, Pad::Dense)
+                        .map_err(err)?
+                    else {
+                        return Err(err("a transpose operand landed in a register"));
+                    };
+                    let Place::Mem(dm) = tc.to.place else {
+                        return Err(err("a transposing copy into registers"));
+                    };
+                    let dst = self.e.buffer(dm, tc.to.dtype, w, h);
+                    self.e.ready(&src).map_err(err)?;
+                    let (op, refs) = self.transpose_op(&tc, h, w, Some(&src), Some(&dst));
+                    self.e
+                        .emit(&op, &refs, Some(tc.inst))
+                        .map_err(|e| Self::node_err(n, e))?;
+                    let out = yout.tile(self.home_mem(), b * c + j, i, w, h);
+                    self.e
+                        .to_loc(Val::Mem(dst), back, Some(&out), Pad::Dense)
+                        .map_err(err)?;
+                    j += w;
+                }
+                i += h;
+            }
+        }
+        Ok(())
+    }
+
+    /// `dst[j, i] = src[i, j]` over an `h` x `w` source tile (placeholders when no tiles are given).
+    fn transpose_op(
+        &self,
+        tc: &machine::Copy,
+        h: i64,
+        w: i64,
+        src: Option<&MemTile>,
+        dst: Option<&MemTile>,
+    ) -> (TileOp, Vec<Ref>) {
+        let place = |loc: Loc, shape: &[i64]| match loc.place {
+            Place::Mem(mem) => TilePlace::Mem {
+                mem,
+                addr: 0,
+                strides: isa_specs::select::dense(shape),
+            },
+            Place::Reg(file) => TilePlace::Reg { file, reg: 0 },
+        };
+        let (s, sr) = match src {
+            Some(t) => Emitter::mem_tensor(t, vec![h, w]),
+            None => (
+                TileTensor {
+                    dtype: tc.from.dtype,
+                    shape: vec![h, w],
+                    place: place(tc.from, &[h, w]),
+                },
+                Ref::Fixed,
+            ),
+        };
+        let (d, dr) = match dst {
+            Some(t) => Emitter::mem_tensor(t, vec![w, h]),
+            None => (
+                TileTensor {
+                    dtype: tc.to.dtype,
+                    shape: vec![w, h],
+                    place: place(tc.to, &[w, h]),
+                },
+                Ref::Fixed,
+            ),
+        };
+        let ix = |i: u32| isa_specs::model::Affine {
+            terms: vec![(isa_specs::model::IndexId(i), 1)],
+            constant: 0,
+            offsets: Vec::new(),
+        };
+        let read = TileExpr::Access(TileAccess {
+            tensor: 1,
+            indices: vec![ix(0), ix(1)],
+        });
+        let value = match tc.cast {
+            Some(dt) => TileExpr::Cast(dt, Box::new(read)),
+            None => read,
+        };
+        (
+            TileOp {
+                tensors: vec![d, s],
+                extents: vec![h, w],
+                target: TileAccess {
+                    tensor: 0,
+                    indices: vec![ix(1), ix(0)],
+                },
+                op: isa_specs::model::AssignOp::Set,
+                value,
+            },
+            vec![dr, sr],
+        )
+    }
+}
