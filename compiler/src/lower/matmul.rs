@@ -212,6 +212,21 @@ impl Lowerer<'_> {
             .iter()
             .flat_map(|r| r.shape.iter().map(|d| d.value))
             .collect();
+        // Sizes up to the (rounded) dimension first; whole registers past the
+        // edge only if nothing smaller fits.
+        let first = self.tile_search_in(c, (m, n, k), &|dim| {
+            let top = machine::rup(dim, gran).max(1);
+            let mut v: Vec<i64> = (0..13).map(|p| 1i64 << p).filter(|x| *x <= top).collect();
+            v.extend(fixed.iter().copied().filter(|x| *x <= top));
+            v.push(dim);
+            v.push(top);
+            v.sort_unstable();
+            v.dedup();
+            v
+        });
+        if first.is_some() {
+            return first;
+        }
         let cands = |dim: i64| -> Vec<i64> {
             let top = machine::rup(dim, gran).max(1);
             let mut v: Vec<i64> = (0..13).map(|p| 1i64 << p).filter(|x| *x <= top).collect();
@@ -223,6 +238,16 @@ impl Lowerer<'_> {
             v.retain(|x| *x >= 1 && *x <= 4096);
             v
         };
+        self.tile_search_in(c, (m, n, k), &cands)
+    }
+
+    /// The best tile sizes among `cands(dimension)` for each role.
+    fn tile_search_in(
+        &self,
+        c: &Contraction,
+        (m, n, k): (i64, i64, i64),
+        cands: &dyn Fn(i64) -> Vec<i64>,
+    ) -> Option<(i64, i64, i64, i64)> {
         let ms = if c.has(Role::M) { cands(m) } else { vec![1] };
         let ns = if c.has(Role::N) { cands(n) } else { vec![1] };
         let ks = cands(k);
