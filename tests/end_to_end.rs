@@ -135,3 +135,34 @@ fn a_graph_the_lowering_cannot_take_is_refused_with_the_node_named() {
         assert!(e.to_string().contains("Transpose"), "{e}");
     }
 }
+
+#[test]
+fn a_target_lacking_a_function_says_which() {
+    use compiler::ir::{Graph, Op, Unary};
+    let mut g = Graph::default();
+    let x = g.add_value("x", f32t(vec![2, 8]));
+    g.inputs.push(x);
+    let y = g
+        .add_node("soft", Op::Unary(Unary::Exp), vec![x])
+        .expect("typed")[0];
+    g.outputs.push(y);
+    let t = targets::by_name("systolic-os").expect("shipped");
+    let e = compiler::lower::compile(t, t.machine(), &g).expect_err("systolic-os has no exp");
+    assert_eq!(e.node.as_deref(), Some("soft"));
+    assert!(
+        e.to_string().contains("the target lacks `d = exp(a)`"),
+        "{e}"
+    );
+    // The others have it, and match.
+    let inputs = compiler::run::random_inputs(&g, 2);
+    for t in targets::all().iter().filter(|t| t.name() != "systolic-os") {
+        let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
+            .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+        assert!(
+            r.checks.iter().all(|c| c.ok),
+            "{}: {:?}",
+            t.name(),
+            r.checks
+        );
+    }
+}

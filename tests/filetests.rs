@@ -13,7 +13,8 @@
 //! ```text
 //! input x: [3, 10]
 //! const w: [10, 6]          deterministic values in [-1, 1)
-//! node h = MatMul(x, w)     ops: MatMul Add Sub Mul Div Relu Identity Reshape[d, ..] Transpose[p, ..]
+//! node h = MatMul(x, w)     ops: MatMul Add Sub Mul Div Max Min Relu Exp Log Tanh Erf Sqrt
+//!                           Reciprocal Neg Abs Sigmoid Identity Reshape[d, ..] Transpose[p, ..]
 //! output h
 //! ```
 
@@ -96,8 +97,14 @@ fn parse(text: &str) -> (Graph, Vec<String>) {
                         "Mul" => Op::Mul,
                         "Div" => Op::Div,
                         "Relu" => Op::Relu,
+                        "Max" => Op::Max,
+                        "Min" => Op::Min,
                         "Identity" => Op::Identity,
-                        other => panic!("unknown op `{other}`"),
+                        other => compiler::ir::Unary::ALL
+                            .into_iter()
+                            .find(|u| u.name() == other)
+                            .map(Op::Unary)
+                            .unwrap_or_else(|| panic!("unknown op `{other}`")),
                     },
                 };
                 let out = g.add_node(name.trim(), op, args).expect("typed")[0];

@@ -232,6 +232,18 @@ pub fn eval_node(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, InterpError
             refuse_bool(op, out_ty.elem)?;
             inputs[0].data.iter().map(|&x| relu(x)).collect()
         }
+        Op::Unary(u) => {
+            refuse_bool(op, out_ty.elem)?;
+            inputs[0]
+                .data
+                .iter()
+                .map(|&x| round_to(out_ty.elem, u.eval(x)))
+                .collect()
+        }
+        Op::Max | Op::Min => {
+            refuse_bool(op, out_ty.elem)?;
+            binary(op, inputs[0], inputs[1], &out_ty)?
+        }
         Op::Identity | Op::Reshape { .. } => inputs[0].data.clone(),
         Op::Transpose { perm } => transpose(inputs[0], perm),
         Op::Cast { to } => inputs[0].data.iter().map(|&x| cast(x, *to)).collect(),
@@ -368,12 +380,19 @@ fn scalar(op: &Op, x: f64, y: f64, elem: ElemType) -> Result<f64, InterpError> {
             Op::Add => x + y,
             Op::Sub => x - y,
             Op::Mul => x * y,
+            // ONNX Max/Min propagate NaN.
+            Op::Max if x.is_nan() || y.is_nan() => f64::NAN,
+            Op::Min if x.is_nan() || y.is_nan() => f64::NAN,
+            Op::Max => x.max(y),
+            Op::Min => x.min(y),
             _ => x / y,
         };
         return Ok(round_to(elem, r));
     }
     let (x, y) = (x as i64, y as i64);
     let r = match op {
+        Op::Max => x.max(y),
+        Op::Min => x.min(y),
         Op::Add => x.wrapping_add(y),
         Op::Sub => x.wrapping_sub(y),
         Op::Mul => x.wrapping_mul(y),

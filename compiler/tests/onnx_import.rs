@@ -763,3 +763,64 @@ fn results_too_large_to_describe_are_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn element_wise_functions_and_max_min_import_and_evaluate() {
+    use compiler::ir::Unary;
+    let x = Tensor::new(
+        compiler::ir::TensorType {
+            elem: ElemType::F32,
+            shape: vec![4],
+        },
+        vec![-1.5, -0.25, 0.5, 2.0],
+    );
+    for u in Unary::ALL {
+        let g = import_ok(&one_node(
+            NodeProto::new(u.name(), "f", &["x"], &["y"]),
+            &[4],
+        ));
+        assert_eq!(ops(&g), [u.name()]);
+        assert_eq!(g.nodes[0].op, Op::Unary(u));
+        let got = compiler::interp::run(&g, std::slice::from_ref(&x)).expect("runs");
+        let want: Vec<f64> = x
+            .data
+            .iter()
+            .map(|&v| ElemType::F32.round(u.eval(v)))
+            .collect();
+        for (a, b) in got[0].data.iter().zip(&want) {
+            assert!(
+                a == b || (a.is_nan() && b.is_nan()),
+                "{}: {a} vs {b}",
+                u.name()
+            );
+        }
+    }
+    // Spot values: independent of `Unary::eval`.
+    let run = |op: &str| {
+        let g = import_ok(&one_node(NodeProto::new(op, "f", &["x"], &["y"]), &[4]));
+        compiler::interp::run(&g, std::slice::from_ref(&x)).expect("runs")[0]
+            .data
+            .clone()
+    };
+    assert_eq!(run("Abs"), [1.5, 0.25, 0.5, 2.0]);
+    assert_eq!(run("Neg"), [1.5, 0.25, -0.5, -2.0]);
+    assert_eq!(run("Reciprocal")[3], 0.5);
+    assert!((run("Sigmoid")[2] - 0.622_459_3).abs() < 1e-6);
+    assert!((run("Erf")[3] - 0.995_322_3).abs() < 1e-6);
+    assert!(run("Sqrt")[0].is_nan() && run("Log")[1].is_nan());
+    // Two-input Max and Min broadcast like the arithmetic ops.
+    for (op, want) in [
+        ("Max", [0.0, 0.0, 0.5, 2.0]),
+        ("Min", [-1.5, -0.25, 0.0, 0.0]),
+    ] {
+        let node = NodeProto::new(op, "m", &["x", "z"], &["y"]);
+        let g = import_ok(&encode(graph(
+            vec![node],
+            vec![input("x", &[4])],
+            &["y"],
+            vec![ramp("z", &[1], 0.0, 0.0)],
+        )));
+        let got = compiler::interp::run(&g, std::slice::from_ref(&x)).expect("runs");
+        assert_eq!(got[0].data, want, "{op}");
+    }
+}

@@ -47,12 +47,24 @@ fn arity(tys: &[TensorType], n: usize) -> Result<(), String> {
 /// The output types of an op applied to inputs of these types.
 pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
     let out = match op {
-        Op::Add | Op::Sub | Op::Mul | Op::Div => {
+        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Max | Op::Min => {
             arity(tys, 2)?;
             TensorType {
                 elem: same_elem(tys)?,
                 shape: broadcast(&tys[0].shape, &tys[1].shape)?,
             }
+        }
+        Op::Unary(_) => {
+            arity(tys, 1)?;
+            if !tys[0].elem.is_float()
+                && !matches!(op, Op::Unary(super::Unary::Neg | super::Unary::Abs))
+            {
+                return Err(format!(
+                    "{} is defined on floating-point tensors only",
+                    op.name()
+                ));
+            }
+            tys[0].clone()
         }
         Op::Relu | Op::Identity => {
             arity(tys, 1)?;

@@ -169,6 +169,12 @@ pub enum Op {
     Div,
     /// `max(x, 0)`.
     Relu,
+    /// An element-wise function of one operand.
+    Unary(Unary),
+    /// Element-wise `max(a, b)` with numpy broadcasting.
+    Max,
+    /// Element-wise `min(a, b)` with numpy broadcasting.
+    Min,
     /// The input.
     Identity,
     /// The same elements in another shape.
@@ -188,6 +194,74 @@ pub enum Op {
     },
 }
 
+/// Element-wise functions of one operand (ONNX op names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Unary {
+    /// `e^x`
+    Exp,
+    /// natural logarithm
+    Log,
+    /// hyperbolic tangent
+    Tanh,
+    /// the error function
+    Erf,
+    /// square root
+    Sqrt,
+    /// `1 / x`
+    Reciprocal,
+    /// `-x`
+    Neg,
+    /// `|x|`
+    Abs,
+    /// `1 / (1 + e^-x)`
+    Sigmoid,
+}
+
+impl Unary {
+    /// Every unary op.
+    pub const ALL: [Unary; 9] = [
+        Unary::Exp,
+        Unary::Log,
+        Unary::Tanh,
+        Unary::Erf,
+        Unary::Sqrt,
+        Unary::Reciprocal,
+        Unary::Neg,
+        Unary::Abs,
+        Unary::Sigmoid,
+    ];
+
+    /// The ONNX op name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unary::Exp => "Exp",
+            Unary::Log => "Log",
+            Unary::Tanh => "Tanh",
+            Unary::Erf => "Erf",
+            Unary::Sqrt => "Sqrt",
+            Unary::Reciprocal => "Reciprocal",
+            Unary::Neg => "Neg",
+            Unary::Abs => "Abs",
+            Unary::Sigmoid => "Sigmoid",
+        }
+    }
+
+    /// The function in `f64` (rounding to the element type is the caller's).
+    pub fn eval(self, x: f64) -> f64 {
+        match self {
+            Unary::Exp => x.exp(),
+            Unary::Log => x.ln(),
+            Unary::Tanh => x.tanh(),
+            Unary::Erf => libm::erf(x),
+            Unary::Sqrt => x.sqrt(),
+            Unary::Reciprocal => 1.0 / x,
+            Unary::Neg => -x,
+            Unary::Abs => x.abs(),
+            Unary::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        }
+    }
+}
+
 impl Op {
     /// The name used in dumps and errors.
     pub fn name(&self) -> &'static str {
@@ -198,6 +272,9 @@ impl Op {
             Op::Mul => "Mul",
             Op::Div => "Div",
             Op::Relu => "Relu",
+            Op::Unary(u) => u.name(),
+            Op::Max => "Max",
+            Op::Min => "Min",
             Op::Identity => "Identity",
             Op::Reshape { .. } => "Reshape",
             Op::Transpose { .. } => "Transpose",

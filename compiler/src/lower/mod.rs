@@ -398,12 +398,27 @@ impl Lowerer<'_> {
     }
 
     fn ew_of(op: &Op) -> Option<Ew> {
+        use crate::ir::Unary;
+        use isa_specs::model::Func;
         Some(match op {
             Op::Add => Ew::Add,
             Op::Sub => Ew::Sub,
             Op::Mul => Ew::Mul,
             Op::Div => Ew::Div,
+            Op::Max => Ew::Max,
+            Op::Min => Ew::Min,
             Op::Relu => Ew::Relu,
+            Op::Unary(u) => match u {
+                Unary::Exp => Ew::Call(Func::Exp),
+                Unary::Log => Ew::Call(Func::Log),
+                Unary::Tanh => Ew::Call(Func::Tanh),
+                Unary::Erf => Ew::Call(Func::Erf),
+                Unary::Sqrt => Ew::Call(Func::Sqrt),
+                Unary::Reciprocal => Ew::Recip,
+                Unary::Neg => Ew::Neg,
+                Unary::Abs => Ew::Call(Func::Abs),
+                Unary::Sigmoid => Ew::Call(Func::Sigmoid),
+            },
             _ => return None,
         })
     }
@@ -555,6 +570,10 @@ impl Lowerer<'_> {
             match ew {
                 Ew::Relu if ops::ew_forms(&self.e, Ew::Relu).is_empty() => {
                     plan.push((Ew::Max, Some(Operand::Zeros), false));
+                }
+                // -x as 0 - x.
+                Ew::Neg if ops::ew_forms(&self.e, Ew::Neg).is_empty() => {
+                    plan.push((Ew::Sub, Some(Operand::Zeros), true));
                 }
                 Ew::Div if ops::ew_forms(&self.e, Ew::Div).is_empty() => {
                     if swapped {

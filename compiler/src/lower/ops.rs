@@ -28,26 +28,33 @@ pub enum Ew {
     Recip,
     /// `a * b + c` (a multiply and an add fused into one instruction where the machine has one)
     MulAdd,
+    /// `min(a, b)`
+    Min,
+    /// `-a`
+    Neg,
+    /// `f(a)` for a function of the description language.
+    Call(Func),
 }
 
 impl Ew {
     /// Whether it takes a second operand.
     pub fn binary(self) -> bool {
-        !matches!(self, Ew::Relu | Ew::Recip)
+        !matches!(self, Ew::Relu | Ew::Recip | Ew::Neg | Ew::Call(_))
     }
 
     /// Tensors of its tile operation: the result and the operands.
     fn tensors(self) -> usize {
         match self {
-            Ew::Relu | Ew::Recip => 2,
+            Ew::Relu | Ew::Recip | Ew::Neg | Ew::Call(_) => 2,
             Ew::MulAdd => 4,
             _ => 3,
         }
     }
 
     /// The semantics it stands for, as written in a description.
-    pub fn text(self) -> &'static str {
-        match self {
+    pub fn text(self) -> String {
+        let s = match self {
+            Ew::Call(f) => return format!("d = {}(a)", f.name()),
             Ew::Add => "d = a + b",
             Ew::Sub => "d = a - b",
             Ew::Mul => "d = a * b",
@@ -56,7 +63,10 @@ impl Ew {
             Ew::Relu => "d = max(a, 0.0)",
             Ew::Recip => "d = recip(a)",
             Ew::MulAdd => "d = a * b + c",
-        }
+            Ew::Min => "d = min(a, b)",
+            Ew::Neg => "d = -a",
+        };
+        s.to_owned()
     }
 }
 
@@ -87,6 +97,9 @@ fn ew_op(ew: Ew, tensors: Vec<TileTensor>, shape: &[i64]) -> TileOp {
         Ew::Max => TileExpr::Call(Func::Max, vec![a, b]),
         Ew::Relu => TileExpr::Call(Func::Max, vec![a, TileExpr::Const(0.0)]),
         Ew::Recip => TileExpr::Call(Func::Recip, vec![a]),
+        Ew::Min => TileExpr::Call(Func::Min, vec![a, b]),
+        Ew::Neg => TileExpr::Neg(Box::new(a)),
+        Ew::Call(f) => TileExpr::Call(f, vec![a]),
         Ew::MulAdd => TileExpr::Binary(
             BinOp::Add,
             Box::new(TileExpr::Binary(BinOp::Mul, Box::new(a), Box::new(b))),

@@ -163,8 +163,9 @@ impl ImportError {
                 "convert the model to an opset in 7..=21 (onnx.version_converter)"
             }
             ImportError::UnsupportedOp { .. } | ImportError::UnsupportedDomain { .. } => {
-                "supported ops: MatMul, Gemm, Add, Sub, Mul, Div, Relu, Identity, Reshape, \
-                 Flatten, Transpose, Cast, Constant"
+                "supported ops: MatMul, Gemm, Add, Sub, Mul, Div, Max, Min, Relu, Exp, Log, \
+                 Tanh, Erf, Sqrt, Reciprocal, Neg, Abs, Sigmoid, Identity, Reshape, Flatten, \
+                 Transpose, Cast, Constant"
             }
             ImportError::UnboundDim { .. } => "bind the symbol to a size (`ImportOptions::dims`)",
             ImportError::NotConstant { .. } => {

@@ -5,8 +5,9 @@
 //! makes initializers constants and the other graph inputs typed values (every
 //! dimension static: symbolic ones are bound by [`ImportOptions`]), and lowers
 //! the nodes in order into canonical IR ops with their shapes inferred.
-//! Values keep their ONNX names. Ops: MatMul, Gemm, Add, Sub, Mul, Div, Relu,
-//! Identity, Reshape, Flatten, Transpose, Cast, Constant. Anything else, and
+//! Values keep their ONNX names. Ops: MatMul, Gemm, Add, Sub, Mul, Div, Max
+//! and Min (two inputs), Relu, Exp, Log, Tanh, Erf, Sqrt, Reciprocal, Neg,
+//! Abs, Sigmoid, Identity, Reshape, Flatten, Transpose, Cast, Constant. Anything else, and
 //! every malformed input, is an [`ImportError`] naming what it is about.
 
 mod error;

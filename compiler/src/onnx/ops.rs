@@ -8,7 +8,7 @@ use super::import::{Importer, is_default_domain};
 use super::node::NodeCx;
 use super::proto::NodeProto;
 use super::tensor::{MAX_ELEMENTS, checked_numel, data_type_name, elem_type, tensor_from_proto};
-use crate::ir::{ElemType, Op, Tensor, TensorType, ValueId, infer};
+use crate::ir::{ElemType, Op, Tensor, TensorType, Unary, ValueId, infer};
 
 /// What a node lowered to.
 enum Lowered {
@@ -39,6 +39,15 @@ pub(super) fn lower(
         "Mul" => binary(imp, &cx, Op::Mul),
         "Div" => binary(imp, &cx, Op::Div),
         "Relu" => relu(imp, &cx),
+        "Max" => binary(imp, &cx, Op::Max),
+        "Min" => binary(imp, &cx, Op::Min),
+        name if Unary::ALL.iter().any(|u| u.name() == name) => {
+            let u = Unary::ALL
+                .into_iter()
+                .find(|u| u.name() == name)
+                .unwrap_or(Unary::Neg);
+            unary(imp, &cx, u)
+        }
         "Identity" => identity(imp, &cx),
         "Gemm" => gemm(imp, &cx),
         "Reshape" => reshape(imp, &cx),
@@ -167,6 +176,13 @@ fn binary(imp: &mut Importer, cx: &NodeCx, op: Op) -> Result<Lowered, ImportErro
     cx.check_attributes(&[])?;
     let (a, b) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
     add(imp, cx, "", op, vec![a, b]).map(Lowered::Value)
+}
+
+fn unary(imp: &mut Importer, cx: &NodeCx, u: Unary) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&[])?;
+    let x = input(imp, cx, 0)?;
+    add(imp, cx, "", Op::Unary(u), vec![x]).map(Lowered::Value)
 }
 
 fn relu(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
