@@ -824,3 +824,48 @@ fn element_wise_functions_and_max_min_import_and_evaluate() {
         assert_eq!(got[0].data, want, "{op}");
     }
 }
+
+#[test]
+fn pow_with_a_constant_exponent_is_canonicalised() {
+    let x = Tensor::new(
+        compiler::ir::TensorType {
+            elem: ElemType::F32,
+            shape: vec![4],
+        },
+        vec![0.25, 0.5, 1.5, 3.0],
+    );
+    for (p, want_ops) in [
+        (2.0f32, vec!["Mul"]),
+        (3.0, vec!["Mul", "Mul"]),
+        (0.5, vec!["Sqrt"]),
+        (-1.0, vec!["Reciprocal"]),
+        (-0.5, vec!["Sqrt", "Reciprocal"]),
+        (1.7, vec!["Log", "Mul", "Exp"]),
+    ] {
+        let node = NodeProto::new("Pow", "p", &["x", "e"], &["y"]);
+        let g = import_ok(&encode(graph(
+            vec![node],
+            vec![input("x", &[4])],
+            &["y"],
+            vec![ramp("e", &[], p, 0.0)],
+        )));
+        assert_eq!(ops(&g), want_ops, "p = {p}");
+        let got = compiler::interp::run(&g, std::slice::from_ref(&x)).expect("runs");
+        for (a, v) in got[0].data.iter().zip(&x.data) {
+            let want = v.powf(f64::from(p));
+            assert!(
+                (a - want).abs() <= 1e-6 * want.abs().max(1.0),
+                "p = {p}: {a} vs {want}"
+            );
+        }
+    }
+    // The exponent must be a constant.
+    let node = NodeProto::new("Pow", "p", &["x", "e"], &["y"]);
+    let e = import_err(&encode(graph(
+        vec![node],
+        vec![input("x", &[4]), input("e", &[])],
+        &["y"],
+        vec![],
+    )));
+    assert!(matches!(e, ImportError::NotConstant { .. }), "{e}");
+}

@@ -39,6 +39,7 @@ pub(super) fn lower(
         "Mul" => binary(imp, &cx, Op::Mul),
         "Div" => binary(imp, &cx, Op::Div),
         "Relu" => relu(imp, &cx),
+        "Pow" => pow(imp, &cx),
         "Max" => binary(imp, &cx, Op::Max),
         "Min" => binary(imp, &cx, Op::Min),
         name if Unary::ALL.iter().any(|u| u.name() == name) => {
@@ -176,6 +177,65 @@ fn binary(imp: &mut Importer, cx: &NodeCx, op: Op) -> Result<Lowered, ImportErro
     cx.check_attributes(&[])?;
     let (a, b) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
     add(imp, cx, "", op, vec![a, b]).map(Lowered::Value)
+}
+
+/// `x ^ p` with a constant scalar exponent, canonicalised: `x * x` (and
+/// further products) for small integers, `Sqrt`, `Reciprocal`, or
+/// `Exp(Log(x) * p)` in general (NaN for a negative base, as ONNX gives for a
+/// non-integer exponent).
+fn pow(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 2, 2)?;
+    cx.check_attributes(&[])?;
+    let (x, e) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
+    let Some(t) = imp.g.constants.get(&e) else {
+        return Err(ImportError::NotConstant {
+            node: cx.node.clone(),
+            op_type: cx.op_type(),
+            value: imp.g.values[e.index()].name.clone(),
+        });
+    };
+    if t.data.len() != 1 {
+        let ty = &t.ty;
+        return Err(cx.shape_err(format!(
+            "the exponent must be a scalar constant, it is {ty}"
+        )));
+    }
+    if !imp.g.ty(x).elem.is_float() {
+        let ty = imp.g.ty(x);
+        return Err(cx.shape_err(format!("the base must be floating-point, it is {ty}")));
+    }
+    let p = t.data[0];
+    let mul = |imp: &mut Importer, a: ValueId, b: ValueId, step: &str| {
+        add(imp, cx, step, Op::Mul, vec![a, b])
+    };
+    let un = |imp: &mut Importer, u: Unary, a: ValueId, step: &str| {
+        add(imp, cx, step, Op::Unary(u), vec![a])
+    };
+    let v = if p == 1.0 {
+        add(imp, cx, "", Op::Identity, vec![x])?
+    } else if p == 2.0 {
+        mul(imp, x, x, "")?
+    } else if p == 3.0 {
+        let sq = mul(imp, x, x, "square")?;
+        mul(imp, sq, x, "")?
+    } else if p == 4.0 {
+        let sq = mul(imp, x, x, "square")?;
+        mul(imp, sq, sq, "")?
+    } else if p == 0.5 {
+        un(imp, Unary::Sqrt, x, "")?
+    } else if p == -1.0 {
+        un(imp, Unary::Reciprocal, x, "")?
+    } else if p == -0.5 {
+        let r = un(imp, Unary::Sqrt, x, "sqrt")?;
+        un(imp, Unary::Reciprocal, r, "")?
+    } else {
+        let elem = imp.g.ty(x).elem;
+        let l = un(imp, Unary::Log, x, "log")?;
+        let k = scalar(imp, format!("{}/exponent", cx.name), elem, p);
+        let m = mul(imp, l, k, "scaled")?;
+        un(imp, Unary::Exp, m, "")?
+    };
+    Ok(Lowered::Value(v))
 }
 
 fn unary(imp: &mut Importer, cx: &NodeCx, u: Unary) -> Result<Lowered, ImportError> {
