@@ -70,3 +70,41 @@ fn every_gemm_variant_runs_on_every_target() {
         }
     }
 }
+
+#[test]
+fn gelu_after_a_product_runs_where_the_functions_exist() {
+    for approx in ["none", "tanh"] {
+        let mm = NodeProto::new("MatMul", "mm", &["A", "B"], &["H"]);
+        let gelu = NodeProto::new("Gelu", "gelu", &["H"], &["Y"])
+            .with(AttributeProto::string("approximate", approx));
+        let mut g = import_ok(&encode(graph(
+            vec![mm, gelu],
+            vec![input("A", &[3, 5])],
+            &["Y"],
+            vec![ramp("B", &[5, 6], -0.4, 0.03)],
+        )));
+        compiler::interp::fold_constants(&mut g);
+        let inputs = compiler::run::random_inputs(&g, 4);
+        let mut ran = 0;
+        for t in targets::all() {
+            match compiler::run::run(t, t.machine(), &g, &inputs, None) {
+                Ok(r) => {
+                    assert!(
+                        r.checks.iter().all(|x| x.ok),
+                        "{} {approx}: {:?}",
+                        t.name(),
+                        r.checks
+                    );
+                    ran += 1;
+                }
+                Err(compiler::run::RunError::Lower(e)) => assert!(
+                    e.to_string().contains("the target lacks"),
+                    "{} {approx}: {e}",
+                    t.name()
+                ),
+                Err(e) => panic!("{} {approx}: {e}", t.name()),
+            }
+        }
+        assert!(ran >= 3, "{approx}: ran on {ran} targets");
+    }
+}

@@ -869,3 +869,59 @@ fn pow_with_a_constant_exponent_is_canonicalised() {
     )));
     assert!(matches!(e, ImportError::NotConstant { .. }), "{e}");
 }
+
+#[test]
+fn gelu_is_canonicalised_in_both_forms() {
+    let x = Tensor::new(
+        compiler::ir::TensorType {
+            elem: ElemType::F32,
+            shape: vec![5],
+        },
+        vec![-3.0, -1.0, 0.0, 0.5, 2.0],
+    );
+    let erf_form = |v: f64| 0.5 * v * (1.0 + libm_erf(v / std::f64::consts::SQRT_2));
+    let tanh_form = |v: f64| {
+        0.5 * v * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v * v * v)).tanh())
+    };
+    for (approx, f) in [
+        ("none", &erf_form as &dyn Fn(f64) -> f64),
+        ("tanh", &tanh_form),
+    ] {
+        let node = NodeProto::new("Gelu", "gelu", &["x"], &["y"])
+            .with(AttributeProto::string("approximate", approx));
+        let g = import_ok(&encode(graph(
+            vec![node],
+            vec![input("x", &[5])],
+            &["y"],
+            vec![],
+        )));
+        let got = compiler::interp::run(&g, std::slice::from_ref(&x)).expect("runs");
+        for (a, v) in got[0].data.iter().zip(&x.data) {
+            assert!(
+                (a - f(*v)).abs() <= 1e-6,
+                "{approx}: gelu({v}) = {a}, want {}",
+                f(*v)
+            );
+        }
+    }
+    let node = NodeProto::new("Gelu", "gelu", &["x"], &["y"])
+        .with(AttributeProto::string("approximate", "fast"));
+    let e = import_err(&encode(graph(
+        vec![node],
+        vec![input("x", &[5])],
+        &["y"],
+        vec![],
+    )));
+    assert!(e.to_string().contains("approximate"), "{e}");
+}
+
+/// erf by its series (independent of the interpreter's libm).
+fn libm_erf(x: f64) -> f64 {
+    let mut sum = 0.0;
+    let mut term = x;
+    for n in 0..200 {
+        sum += term / (2 * n + 1) as f64;
+        term *= -x * x / (n + 1) as f64;
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}

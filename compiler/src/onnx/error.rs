@@ -163,7 +163,7 @@ impl ImportError {
                 "convert the model to an opset in 7..=21 (onnx.version_converter)"
             }
             ImportError::UnsupportedOp { .. } | ImportError::UnsupportedDomain { .. } => {
-                "supported ops: MatMul, Gemm, Add, Sub, Mul, Div, Pow (constant exponent), Max, Min, Relu, Exp, Log, \
+                "supported ops: MatMul, Gemm, Add, Sub, Mul, Div, Pow (constant exponent), Max, Min, Relu, Gelu, Exp, Log, \
                  Tanh, Erf, Sqrt, Reciprocal, Neg, Abs, Sigmoid, Identity, Reshape, Flatten, \
                  Transpose, Cast, Constant"
             }

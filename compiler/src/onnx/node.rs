@@ -109,6 +109,16 @@ impl<'n> NodeCx<'n> {
             .map_or(default, |a| a.f))
     }
 
+    /// A string attribute (UTF-8), or its default.
+    pub fn string(&self, name: &str, default: &str) -> Result<String, ImportError> {
+        match self.attr(name, AttributeType::String)? {
+            None => Ok(default.to_owned()),
+            Some(a) => {
+                String::from_utf8(a.s.clone()).map_err(|_| self.attr_err(name, "is not UTF-8"))
+            }
+        }
+    }
+
     /// An integer attribute, or its default.
     pub fn int(&self, name: &str, default: i64) -> Result<i64, ImportError> {
         Ok(self

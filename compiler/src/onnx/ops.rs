@@ -40,6 +40,7 @@ pub(super) fn lower(
         "Div" => binary(imp, &cx, Op::Div),
         "Relu" => relu(imp, &cx),
         "Pow" => pow(imp, &cx),
+        "Gelu" => gelu(imp, &cx),
         "Max" => binary(imp, &cx, Op::Max),
         "Min" => binary(imp, &cx, Op::Min),
         name if Unary::ALL.iter().any(|u| u.name() == name) => {
@@ -236,6 +237,53 @@ fn pow(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
         un(imp, Unary::Exp, m, "")?
     };
     Ok(Lowered::Value(v))
+}
+
+/// `Gelu` (opset 20), canonicalised: `0.5 · x · (1 + erf(x / √2))`, or with
+/// `approximate = "tanh"`, `0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`.
+fn gelu(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["approximate"])?;
+    let x = input(imp, cx, 0)?;
+    let elem = imp.g.ty(x).elem;
+    if !elem.is_float() {
+        let ty = imp.g.ty(x);
+        return Err(cx.shape_err(format!(
+            "Gelu is defined on floating-point tensors, the input is {ty}"
+        )));
+    }
+    let approximate = cx.string("approximate", "none")?;
+    let k = |imp: &mut Importer, what: &str, v: f64| {
+        scalar(imp, format!("{}/{what}", cx.name), elem, v)
+    };
+    let inner = match approximate.as_str() {
+        "none" => {
+            let c = k(imp, "inv_sqrt2", std::f64::consts::FRAC_1_SQRT_2);
+            let s = add(imp, cx, "scaled", Op::Mul, vec![x, c])?;
+            add(imp, cx, "erf", Op::Unary(Unary::Erf), vec![s])?
+        }
+        "tanh" => {
+            let x2 = add(imp, cx, "square", Op::Mul, vec![x, x])?;
+            let x3 = add(imp, cx, "cube", Op::Mul, vec![x2, x])?;
+            let a = k(imp, "coeff", 0.044715);
+            let ax3 = add(imp, cx, "cubic", Op::Mul, vec![x3, a])?;
+            let sum = add(imp, cx, "poly", Op::Add, vec![x, ax3])?;
+            let c = k(imp, "sqrt_2_over_pi", (2.0 / std::f64::consts::PI).sqrt());
+            let s = add(imp, cx, "scaled", Op::Mul, vec![sum, c])?;
+            add(imp, cx, "tanh", Op::Unary(Unary::Tanh), vec![s])?
+        }
+        other => {
+            return Err(cx.attr_err(
+                "approximate",
+                format!("must be \"none\" or \"tanh\", is \"{other}\""),
+            ));
+        }
+    };
+    let one = k(imp, "one", 1.0);
+    let onep = add(imp, cx, "one_plus", Op::Add, vec![inner, one])?;
+    let half = k(imp, "half", 0.5);
+    let hx = add(imp, cx, "half_x", Op::Mul, vec![x, half])?;
+    add(imp, cx, "", Op::Mul, vec![hx, onep]).map(Lowered::Value)
 }
 
 fn unary(imp: &mut Importer, cx: &NodeCx, u: Unary) -> Result<Lowered, ImportError> {

@@ -633,6 +633,14 @@ impl AttributeProto {
         }
     }
 
+    /// A string attribute.
+    pub fn string(name: &str, s: &str) -> AttributeProto {
+        AttributeProto {
+            s: s.as_bytes().to_vec(),
+            ..AttributeProto::typed(name, AttributeType::String)
+        }
+    }
+
     /// A float list attribute.
     pub fn floats(name: &str, floats: &[f32]) -> AttributeProto {
         AttributeProto {
