@@ -925,3 +925,54 @@ fn libm_erf(x: f64) -> f64 {
     }
     sum * 2.0 / std::f64::consts::PI.sqrt()
 }
+
+#[test]
+fn squeeze_and_unsqueeze_are_reshapes() {
+    let axes = |name: &str, v: &[i64]| TensorProto {
+        name: name.to_owned(),
+        dims: vec![v.len() as i64],
+        data_type: DataType::Int64 as i32,
+        int64_data: v.to_vec(),
+        ..TensorProto::default()
+    };
+    // Opset 13 and later: axes as an input.
+    let un = NodeProto::new("Unsqueeze", "u", &["x", "a"], &["y"]);
+    let g = import_ok(&encode(graph(
+        vec![un],
+        vec![input("x", &[3, 4])],
+        &["y"],
+        vec![axes("a", &[0, -1])],
+    )));
+    assert_eq!(ops(&g), ["Reshape"]);
+    assert_eq!(shape(&g, "y"), [1, 3, 4, 1]);
+    let sq = NodeProto::new("Squeeze", "s", &["x"], &["y"]);
+    let g = import_ok(&encode(graph(
+        vec![sq],
+        vec![input("x", &[1, 3, 1, 4])],
+        &["y"],
+        vec![],
+    )));
+    assert_eq!(shape(&g, "y"), [3, 4]);
+    let sq = NodeProto::new("Squeeze", "s", &["x", "a"], &["y"]);
+    let e = import_err(&encode(graph(
+        vec![sq],
+        vec![input("x", &[1, 3])],
+        &["y"],
+        vec![axes("a", &[1])],
+    )));
+    assert!(
+        e.to_string()
+            .contains("cannot squeeze dimension 1 of size 3"),
+        "{e}"
+    );
+    // Opset 11: axes as an attribute.
+    let un =
+        NodeProto::new("Unsqueeze", "u", &["x"], &["y"]).with(AttributeProto::ints("axes", &[1]));
+    let bytes = ModelProto::with_graph(
+        graph(vec![un], vec![input("x", &[3, 4])], &["y"], vec![]),
+        11,
+    )
+    .encode_to_vec();
+    let g = import_ok(&bytes);
+    assert_eq!(shape(&g, "y"), [3, 1, 4]);
+}

@@ -54,6 +54,8 @@ pub(super) fn lower(
         "Gemm" => gemm(imp, &cx),
         "Reshape" => reshape(imp, &cx),
         "Flatten" => flatten(imp, &cx),
+        "Unsqueeze" => squeeze(imp, &cx, true),
+        "Squeeze" => squeeze(imp, &cx, false),
         "Transpose" => transpose(imp, &cx),
         "Cast" => cast(imp, &cx),
         "Constant" => constant(imp, &cx),
@@ -460,6 +462,80 @@ pub(super) fn reshape_shape(
 }
 
 /// `Flatten` as a 2-D `Reshape` around `axis`.
+/// `Unsqueeze` (insert size-1 dimensions at `axes` of the result) and
+/// `Squeeze` (remove the size-1 dimensions at `axes`, or all of them), as a
+/// `Reshape`. Axes are an attribute before opset 13 and an input from 13 on.
+fn squeeze(imp: &mut Importer, cx: &NodeCx, insert: bool) -> Result<Lowered, ImportError> {
+    let x = input(imp, cx, 0)?;
+    let axes: Option<Vec<i64>> = if imp.opset >= 13 {
+        arity(cx, 1, 2)?;
+        cx.check_attributes(&[])?;
+        match cx.proto.input.get(1).filter(|n| !n.is_empty()) {
+            Some(_) => {
+                let a = input(imp, cx, 1)?;
+                Some(constant_ints(imp, cx, a)?)
+            }
+            None => None,
+        }
+    } else {
+        arity(cx, 1, 1)?;
+        cx.check_attributes(&["axes"])?;
+        cx.ints("axes")?.map(<[i64]>::to_vec)
+    };
+    let shape = imp.g.ty(x).shape.clone();
+    let out_rank = if insert {
+        shape.len() + axes.as_ref().map_or(0, Vec::len)
+    } else {
+        shape.len()
+    };
+    let rank = i64::try_from(out_rank).unwrap_or(i64::MAX);
+    let resolve = |a: i64| -> Result<usize, ImportError> {
+        let r = if a < 0 { a + rank } else { a };
+        usize::try_from(r)
+            .ok()
+            .filter(|r| *r < out_rank)
+            .ok_or_else(|| cx.attr_err("axes", format!("{a} is out of range for rank {rank}")))
+    };
+    let new_shape: Vec<usize> = if insert {
+        let Some(axes) = axes else {
+            return Err(cx.attr_err("axes", "required, missing"));
+        };
+        let mut at: Vec<usize> = axes.iter().map(|a| resolve(*a)).collect::<Result<_, _>>()?;
+        at.sort_unstable();
+        if at.windows(2).any(|w| w[0] == w[1]) {
+            return Err(cx.attr_err("axes", "repeats an axis"));
+        }
+        let mut it = shape.iter();
+        (0..out_rank)
+            .map(|i| {
+                if at.contains(&i) {
+                    1
+                } else {
+                    *it.next().unwrap_or(&1)
+                }
+            })
+            .collect()
+    } else {
+        let at: Vec<usize> = match &axes {
+            Some(axes) => axes.iter().map(|a| resolve(*a)).collect::<Result<_, _>>()?,
+            None => (0..shape.len()).filter(|&i| shape[i] == 1).collect(),
+        };
+        if let Some(&bad) = at.iter().find(|&&i| shape[i] != 1) {
+            return Err(cx.shape_err(format!(
+                "cannot squeeze dimension {bad} of size {}",
+                shape[bad]
+            )));
+        }
+        shape
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !at.contains(i))
+            .map(|(_, d)| *d)
+            .collect()
+    };
+    add(imp, cx, "", Op::Reshape { shape: new_shape }, vec![x]).map(Lowered::Value)
+}
+
 fn flatten(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     arity(cx, 1, 1)?;
     cx.check_attributes(&["axis"])?;
