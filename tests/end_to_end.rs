@@ -166,3 +166,41 @@ fn a_target_lacking_a_function_says_which() {
         );
     }
 }
+
+#[test]
+fn a_computed_operand_broadcast_against_a_constant() {
+    use compiler::ir::{Graph, Op, Tensor};
+    // relu(x)[1, 5] + c[4, 5], and relu(x)[1, 5] * d[3, 1, 5]: the computed rows repeat.
+    let mut g = Graph::default();
+    let x = g.add_value("x", f32t(vec![1, 5]));
+    g.inputs.push(x);
+    let r = g.add_node("r", Op::Relu, vec![x]).expect("typed")[0];
+    let c = g.add_constant(
+        "c",
+        Tensor::new(
+            f32t(vec![4, 5]),
+            (0..20).map(|i| f64::from(i) * 0.25).collect(),
+        ),
+    );
+    let y = g.add_node("y", Op::Add, vec![r, c]).expect("typed")[0];
+    let d = g.add_constant(
+        "d",
+        Tensor::new(
+            f32t(vec![3, 1, 5]),
+            (0..15).map(|i| 1.0 + f64::from(i) * 0.125).collect(),
+        ),
+    );
+    let z = g.add_node("z", Op::Mul, vec![d, r]).expect("typed")[0];
+    g.outputs.extend([y, z]);
+    let inputs = compiler::run::random_inputs(&g, 6);
+    for t in targets::all() {
+        let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
+            .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+        assert!(
+            r.checks.iter().all(|c| c.ok),
+            "{}: {:?}",
+            t.name(),
+            r.checks
+        );
+    }
+}

@@ -165,7 +165,30 @@ fn filetests() {
             }
             let asm =
                 isa_specs::assembly::disassemble(t.isa(), m, &c.program).expect("disassembles");
-            let code: Vec<&str> = asm.lines().filter(|l| !l.starts_with(".data")).collect();
+            // Runs of empty bundles (exposed-pipeline padding) are shown as one line.
+            let mut code: Vec<String> = Vec::new();
+            let mut empty = 0;
+            for line in asm
+                .lines()
+                .filter(|l| !l.starts_with(".data"))
+                .chain(std::iter::once(""))
+            {
+                if line == "{}" {
+                    empty += 1;
+                    continue;
+                }
+                if empty > 0 {
+                    code.push(if empty == 1 {
+                        "{}".to_owned()
+                    } else {
+                        format!("{{}} x {empty}")
+                    });
+                    empty = 0;
+                }
+                if !line.is_empty() {
+                    code.push(line.to_owned());
+                }
+            }
             out.push_str(&format!("\n## asm\n\n```\n{}\n```\n", code.join("\n")));
             insta::assert_snapshot!(format!("{stem}@{name}"), out);
         }

@@ -17,6 +17,8 @@ enum Layer {
     EwConst(u8, bool),
     /// `x op z` with a graph input of the same shape.
     EwInput(u8),
+    /// `x op z` with a graph input of one row, broadcast down the rows.
+    EwInputRow(u8),
     /// `max(x, 0)`.
     Relu,
     /// `x^T`.
@@ -117,6 +119,16 @@ fn build(m: usize, k: usize, layers: &[Layer], seed: u64) -> Graph {
                 };
                 g.add_node(format!("ew{i}"), op, vec![cur, z]).expect("ew")[0]
             }
+            Layer::EwInputRow(op) => {
+                let z = g.add_value(format!("z{i}"), f32t(vec![cols]));
+                g.inputs.push(z);
+                let op = if ew_op(*op) == Op::Div {
+                    Op::Sub
+                } else {
+                    ew_op(*op)
+                };
+                g.add_node(format!("ew{i}"), op, vec![cur, z]).expect("ew")[0]
+            }
             Layer::Relu => g
                 .add_node(format!("relu{i}"), Op::Relu, vec![cur])
                 .expect("relu")[0],
@@ -144,6 +156,7 @@ fn layer() -> impl Strategy<Value = Layer> {
         1 => (1usize..24).prop_map(Layer::MatMulInput),
         2 => (0u8..6, any::<bool>()).prop_map(|(o, f)| Layer::EwConst(o, f)),
         1 => (0u8..6).prop_map(Layer::EwInput),
+        1 => (0u8..6).prop_map(Layer::EwInputRow),
         1 => Just(Layer::Relu),
         1 => Just(Layer::Transpose),
         1 => (0u8..6).prop_map(Layer::Unary),
@@ -187,6 +200,27 @@ proptest! {
 fn padding_before_a_wait_on_several_signals_is_kept() {
     let layers = [Layer::EwConst(0, false), Layer::EwConst(0, false)];
     let g = build(7, 9, &layers, 0);
+    let inputs = compiler::run::random_inputs(&g, 0);
+    for t in targets::all() {
+        let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
+            .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+        assert!(
+            r.checks.iter().all(|c| c.ok),
+            "{}: {:?}",
+            t.name(),
+            r.checks
+        );
+    }
+}
+
+/// Found by the property test: rows of a computed tensor broadcast down a tile
+/// arrive by one transfer each, and every one must be waited for; and on an
+/// exposed pipeline, padding before a bundle that mixes a wait with other
+/// instructions must stay.
+#[test]
+fn a_broadcast_computed_row_is_waited_for() {
+    let layers = [Layer::EwConst(5, false), Layer::EwInputRow(0)];
+    let g = build(10, 5, &layers, 0);
     let inputs = compiler::run::random_inputs(&g, 0);
     for t in targets::all() {
         let r = compiler::run::run(t, t.machine(), &g, &inputs, None)

@@ -272,20 +272,12 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
         .map(|u| vec![0; u.count.value.max(1) as usize])
         .collect();
     let mut bundles: Vec<Bundle> = Vec::new();
-    let mut has_wait: Vec<bool> = Vec::new();
-    let mut succs: Vec<Vec<(usize, u64, bool)>> = vec![Vec::new(); n];
+    let mut succs: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
     let mut remaining = vec![0usize; n];
     let mut earliest = vec![0u64; n];
-    // Whether a wait's earliest cycle is set by the signal it waits for (then
-    // the hardware stalls it that long by itself).
-    let mut signal_bound = vec![false; n];
-    // A wait released by one of several signals may go as soon as the first
-    // arrives: only a wait on exactly one signal has a known release cycle.
-    let mut signal_preds = vec![0usize; n];
     for e in &edges {
-        succs[e.from].push((e.to, e.delay, e.signal));
+        succs[e.from].push((e.to, e.delay));
         remaining[e.to] += 1;
-        signal_preds[e.to] += usize::from(e.signal);
     }
     // Instructions whose predecessors have all issued, by the cycle they may issue.
     let mut timed: BinaryHeap<Reverse<(u64, usize)>> = (0..n)
@@ -307,7 +299,6 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
         let mut used_slots: Vec<SlotId> = Vec::new();
         let mut bundle = Bundle::default();
         let mut blocked = Vec::new();
-        let mut wait_here = false;
         while let Some((pr, Reverse(i))) = ready.pop() {
             // Same-cycle edges (delay 0) never occur: every edge delays at least one cycle.
             let copy = unit_free[infos[i].unit].iter().position(|f| *f <= cycle);
@@ -323,15 +314,10 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
             used_slots.push(slot);
             unit_free[infos[i].unit][copy] = cycle + infos[i].busy;
             issue[i] = Some(cycle);
-            wait_here |= signal_bound[i] && signal_preds[i] == 1 && earliest[i] == cycle;
             bundle.ops.push((slot, insts[i].clone()));
             left -= 1;
-            for &(to, delay, signal) in &succs[i] {
-                let at = cycle + delay;
-                if at > earliest[to] || (signal && at == earliest[to]) {
-                    signal_bound[to] = signal;
-                }
-                earliest[to] = earliest[to].max(at);
+            for &(to, delay) in &succs[i] {
+                earliest[to] = earliest[to].max(cycle + delay);
                 remaining[to] -= 1;
                 if remaining[to] == 0 {
                     timed.push(Reverse((earliest[to], to)));
@@ -340,35 +326,22 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
         }
         ready.extend(blocked);
         bundle.ops.sort_by_key(|(s, _)| *s);
-        has_wait.push(wait_here);
         bundles.push(bundle);
         cycle += 1;
     }
-    drop_needless_padding(m, bundles, &has_wait)
+    drop_needless_padding(m, bundles)
 }
 
 /// Empty bundles cost cycles and code. Interlocked hardware stalls by itself,
-/// so none is needed there. On exposed machines, padding right before a wait
-/// that issues exactly when its signal arrives is needless too: the wait stalls
-/// until that signal, the cycle the padding reached, so nothing in or after its
-/// bundle issues earlier. (Before a wait whose signal came earlier, the padding
-/// spaces other dependences and stays.)
-fn drop_needless_padding(m: &Machine, bundles: Vec<Bundle>, has_wait: &[bool]) -> Vec<Bundle> {
-    let interlocked = m.hazards == Hazards::Interlocked;
-    let mut keep = vec![true; bundles.len()];
-    for i in (0..bundles.len()).rev() {
-        let before_wait = (i + 1..bundles.len())
-            .find(|&j| !bundles[j].ops.is_empty())
-            .is_some_and(|j| has_wait[j]);
-        if bundles[i].ops.is_empty() && (interlocked || before_wait) {
-            keep[i] = false;
-        }
+/// so none is needed there. On exposed machines every one stays: dropping the
+/// padding before a wait is only safe if the wait is sure to stall as long,
+/// which needs the simulator's transfer times never to undercut the static
+/// latencies (found false by the property test; see issue 6).
+fn drop_needless_padding(m: &Machine, bundles: Vec<Bundle>) -> Vec<Bundle> {
+    if m.hazards != Hazards::Interlocked {
+        return bundles;
     }
-    bundles
-        .into_iter()
-        .zip(keep)
-        .filter_map(|(b, k)| k.then_some(b))
-        .collect()
+    bundles.into_iter().filter(|b| !b.ops.is_empty()).collect()
 }
 
 /// Replays a schedule: every dependency of the program-order instruction list

@@ -976,3 +976,36 @@ fn squeeze_and_unsqueeze_are_reshapes() {
     let g = import_ok(&bytes);
     assert_eq!(shape(&g, "y"), [3, 1, 4]);
 }
+
+#[test]
+fn expand_is_an_add_of_zeros() {
+    let shape = TensorProto {
+        name: "s".to_owned(),
+        dims: vec![3],
+        data_type: DataType::Int64 as i32,
+        int64_data: vec![2, 3, 4],
+        ..TensorProto::default()
+    };
+    let node = NodeProto::new("Expand", "e", &["x", "s"], &["y"]);
+    let g = import_ok(&encode(graph(
+        vec![node],
+        vec![input("x", &[3, 1])],
+        &["y"],
+        vec![shape],
+    )));
+    assert_eq!(ops(&g), ["Add"]);
+    assert_eq!(super_shape(&g), [2, 3, 4]);
+    let x = Tensor::new(
+        compiler::ir::TensorType {
+            elem: ElemType::F32,
+            shape: vec![3, 1],
+        },
+        vec![1.0, 2.0, 3.0],
+    );
+    let got = compiler::interp::run(&g, &[x]).expect("runs");
+    assert_eq!(&got[0].data[..8], [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0]);
+}
+
+fn super_shape(g: &Graph) -> Vec<usize> {
+    g.ty(g.outputs[0]).shape.clone()
+}

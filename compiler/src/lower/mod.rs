@@ -538,16 +538,19 @@ impl Lowerer<'_> {
                 let full = |v: ValueId| {
                     g.ty(v).shape == g.ty(root.outputs[0]).shape && !g.constants.contains_key(&v)
                 };
-                if full(a) {
+                let computed = |v: ValueId| !g.constants.contains_key(&v);
+                // The running value: a computed operand of the output's shape, else
+                // a computed operand to broadcast (rows repeat as the tile is loaded).
+                if full(a) || (!full(b) && computed(a)) {
                     root_input = Some(a);
                     steps.push((ew, Some(b), false));
-                } else if full(b) {
+                } else if full(b) || computed(b) {
                     root_input = Some(b);
                     steps.push((ew, Some(a), true));
                 } else {
                     return Err(Self::node_err(
                         root,
-                        "neither operand has the output's shape (both broadcast or constant); not supported yet",
+                        "both operands are constants; the op should have been folded",
                     ));
                 }
             } else {
@@ -750,11 +753,21 @@ impl Lowerer<'_> {
             unreachable!()
         };
         let buf = self.e.buffer_padded(lm, land.dtype, h, w, Pad::Registers);
+        // One transfer per row (all issued, then all waited for: the tile is
+        // used as a whole, and each row's transfer has its own semaphore).
+        let mut rows = Vec::with_capacity(h as usize);
         for i in 0..h {
             let src = home.tile(self.home_mem(), src_row(r + i), c, 1, w);
-            self.e
-                .to_loc(Val::Mem(src), land, Some(&buf.view(i, 0, 1, w)), Pad::Dense)
-                .map_err(err)?;
+            rows.push(
+                self.e
+                    .to_loc(Val::Mem(src), land, Some(&buf.view(i, 0, 1, w)), Pad::Dense)
+                    .map_err(err)?,
+            );
+        }
+        for row in &rows {
+            if let Val::Mem(t) = row {
+                self.e.ready(t).map_err(err)?;
+            }
         }
         Ok(Val::Mem(buf))
     }

@@ -164,7 +164,7 @@ impl ImportError {
             }
             ImportError::UnsupportedOp { .. } | ImportError::UnsupportedDomain { .. } => {
                 "supported ops: MatMul, Gemm, Add, Sub, Mul, Div, Pow (constant exponent), Max, Min, Relu, Gelu, Exp, Log, \
-                 Tanh, Erf, Sqrt, Reciprocal, Neg, Abs, Sigmoid, Identity, Reshape, Flatten, Squeeze, Unsqueeze, \
+                 Tanh, Erf, Sqrt, Reciprocal, Neg, Abs, Sigmoid, Identity, Reshape, Flatten, Squeeze, Unsqueeze, Expand, \
                  Transpose, Cast, Constant"
             }
             ImportError::UnboundDim { .. } => "bind the symbol to a size (`ImportOptions::dims`)",

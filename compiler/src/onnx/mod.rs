@@ -8,7 +8,8 @@
 //! Values keep their ONNX names. Ops: MatMul, Gemm, Add, Sub, Mul, Div, Pow
 //! (constant scalar exponent: products, Sqrt, Reciprocal, or Exp(Log · p)), Max
 //! and Min (two inputs), Relu, Gelu (erf and tanh forms, as their formulas), Exp, Log, Tanh, Erf, Sqrt, Reciprocal, Neg,
-//! Abs, Sigmoid, Identity, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Cast, Constant. Anything else, and
+//! Abs, Sigmoid, Identity, Reshape, Flatten, Squeeze, Unsqueeze, Expand (an add of zeros),
+//! Transpose, Cast, Constant. Anything else, and
 //! every malformed input, is an [`ImportError`] naming what it is about.
 
 mod error;

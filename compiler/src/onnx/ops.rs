@@ -55,6 +55,7 @@ pub(super) fn lower(
         "Reshape" => reshape(imp, &cx),
         "Flatten" => flatten(imp, &cx),
         "Unsqueeze" => squeeze(imp, &cx, true),
+        "Expand" => expand(imp, &cx),
         "Squeeze" => squeeze(imp, &cx, false),
         "Transpose" => transpose(imp, &cx),
         "Cast" => cast(imp, &cx),
@@ -462,6 +463,31 @@ pub(super) fn reshape_shape(
 }
 
 /// `Flatten` as a 2-D `Reshape` around `axis`.
+/// `Expand(x, shape)`: `x` broadcast with `shape` (numpy rules, either side
+/// may broadcast), canonicalised as `x + zeros(shape)`.
+fn expand(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 2, 2)?;
+    cx.check_attributes(&[])?;
+    let (x, s) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
+    let spec = constant_ints(imp, cx, s)?;
+    let dims: Vec<usize> = spec
+        .iter()
+        .map(|d| {
+            usize::try_from(*d)
+                .map_err(|_| cx.shape_err(format!("shape {spec:?} has a negative dimension")))
+        })
+        .collect::<Result<_, _>>()?;
+    let elem = imp.g.ty(x).elem;
+    let n = checked_numel(&dims)
+        .filter(|n| *n <= MAX_ELEMENTS)
+        .ok_or_else(|| cx.shape_err(format!("shape {spec:?} is too large")))?;
+    let zeros = imp.g.add_constant(
+        format!("{}/zeros", cx.name),
+        Tensor::new(TensorType { elem, shape: dims }, vec![0.0; n]),
+    );
+    add(imp, cx, "", Op::Add, vec![x, zeros]).map(Lowered::Value)
+}
+
 /// `Unsqueeze` (insert size-1 dimensions at `axes` of the result) and
 /// `Squeeze` (remove the size-1 dimensions at `axes`, or all of them), as a
 /// `Reshape`. Axes are an attribute before opset 13 and an input from 13 on.
