@@ -192,15 +192,5 @@ fn a_computed_operand_broadcast_against_a_constant() {
     );
     let z = g.add_node("z", Op::Mul, vec![d, r]).expect("typed")[0];
     g.outputs.extend([y, z]);
-    let inputs = compiler::run::random_inputs(&g, 6);
-    for t in targets::all() {
-        let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
-            .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
-        assert!(
-            r.checks.iter().all(|c| c.ok),
-            "{}: {:?}",
-            t.name(),
-            r.checks
-        );
-    }
+    tests::runs_everywhere(&g, 6);
 }

@@ -6,6 +6,8 @@
 //!   graphs with odd shapes, on every target;
 //! - `filetests.rs`: small graphs in `filetests/*.tgraph`, one Markdown
 //!   snapshot per (file, target) with a section per pipeline stage.
+//!
+//! The helpers here are what the suites share.
 
 use std::path::{Path, PathBuf};
 
@@ -22,4 +24,20 @@ pub fn examples() -> Vec<PathBuf> {
         .unwrap_or_default();
     v.sort();
     v
+}
+
+/// Compiles and runs `g` on every shipped target with seeded inputs, and
+/// asserts every output matches the reference interpreter.
+pub fn runs_everywhere(g: &compiler::ir::Graph, seed: u64) {
+    let inputs = compiler::run::random_inputs(g, seed);
+    for t in targets::all() {
+        let r = compiler::run::run(t, t.machine(), g, &inputs, None)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{g}", t.name()));
+        assert!(
+            r.checks.iter().all(|c| c.ok),
+            "{}: {:?}\n{g}",
+            t.name(),
+            r.checks
+        );
+    }
 }

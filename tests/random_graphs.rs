@@ -200,17 +200,7 @@ proptest! {
 fn padding_before_a_wait_on_several_signals_is_kept() {
     let layers = [Layer::EwConst(0, false), Layer::EwConst(0, false)];
     let g = build(7, 9, &layers, 0);
-    let inputs = compiler::run::random_inputs(&g, 0);
-    for t in targets::all() {
-        let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
-            .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
-        assert!(
-            r.checks.iter().all(|c| c.ok),
-            "{}: {:?}",
-            t.name(),
-            r.checks
-        );
-    }
+    tests::runs_everywhere(&g, 0);
 }
 
 /// Found by the property test: rows of a computed tensor broadcast down a tile
@@ -221,15 +211,5 @@ fn padding_before_a_wait_on_several_signals_is_kept() {
 fn a_broadcast_computed_row_is_waited_for() {
     let layers = [Layer::EwConst(5, false), Layer::EwInputRow(0)];
     let g = build(10, 5, &layers, 0);
-    let inputs = compiler::run::random_inputs(&g, 0);
-    for t in targets::all() {
-        let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
-            .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
-        assert!(
-            r.checks.iter().all(|c| c.ok),
-            "{}: {:?}",
-            t.name(),
-            r.checks
-        );
-    }
+    tests::runs_everywhere(&g, 0);
 }

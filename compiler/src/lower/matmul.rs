@@ -315,8 +315,7 @@ impl Lowerer<'_> {
 
     /// A constant operand of a contraction packed at home for tile access:
     /// in dimension order `dims` (roles), element type `dt`, padded with zeros
-    /// to whole tiles.
-    /// `B` in its natural layout is cut into column panels one tile wide, each
+    /// to whole tiles. `B` in its natural layout is cut into column panels one tile wide, each
     /// a dense matrix starting aligned, so every tile's rows start aligned:
     /// returns the panels and their width (0: one piece).
     fn packed_matrix(
