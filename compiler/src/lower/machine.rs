@@ -287,25 +287,7 @@ impl Info {
                 OperandKind::Reg { shape, .. } => shape.iter().any(mentions_operand),
                 _ => true,
             });
-            if transposed {
-                if let (Some(to), Some(from)) = (operand_loc(m, id, dst), operand_loc(m, id, srco))
-                    && signal.is_none()
-                {
-                    transposes.push(Copy {
-                        narrow,
-                        inst: id,
-                        dst,
-                        src: srco,
-                        from,
-                        to,
-                        rank: 2,
-                        sem: None,
-                        cast,
-                    });
-                }
-                continue;
-            }
-            copies.push(Copy {
+            let copy = Copy {
                 narrow,
                 inst: id,
                 dst,
@@ -315,7 +297,12 @@ impl Info {
                 rank: ti.len(),
                 sem: signal,
                 cast,
-            });
+            };
+            match (transposed, signal) {
+                (false, _) => copies.push(copy),
+                (true, None) => transposes.push(copy),
+                (true, Some(_)) => {} // a transposing transfer: not used yet
+            }
         }
         Ok(Info {
             home,
