@@ -194,3 +194,22 @@ fn a_computed_operand_broadcast_against_a_constant() {
     g.outputs.extend([y, z]);
     tests::runs_everywhere(&g, 6);
 }
+
+#[test]
+fn empty_tensors_compile_and_match() {
+    use compiler::ir::{Graph, Op, Tensor};
+    // Found by review: an empty tensor divided by zero in the tile sizing.
+    // A zero-column input through an element-wise op, and a zero-row product.
+    for (xs, ws) in [(vec![3, 0], vec![0, 4]), (vec![0, 5], vec![5, 4])] {
+        let mut g = Graph::default();
+        let x = g.add_value("x", f32t(xs.clone()));
+        g.inputs.push(x);
+        let r = g.add_node("r", Op::Relu, vec![x]).expect("typed")[0];
+        let n: usize = ws.iter().product();
+        let w = g.add_constant("w", Tensor::new(f32t(ws), vec![0.5; n]));
+        let y = g.add_node("y", Op::MatMul, vec![r, w]).expect("typed")[0];
+        g.outputs.push(y);
+        // [3, 0] x [0, 4] is zeros; [0, 5] x [5, 4] is empty.
+        tests::runs_everywhere(&g, 1);
+    }
+}

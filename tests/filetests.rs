@@ -33,19 +33,11 @@ fn dims(s: &str) -> Vec<usize> {
 }
 
 fn fill(n: usize, name: &str) -> Vec<f64> {
-    let mut s = name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
+    let seed = name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
     });
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            // Away from zero, so divisions stay tame.
-            let u = (s >> 11) as f64 / (1u64 << 53) as f64;
-            ElemType::F32.round(0.5 + u)
-        })
-        .collect()
+    // Away from zero, so divisions stay tame.
+    tests::values(n, seed, 0.5, 1.5)
 }
 
 /// Parses a `.tgraph` file: the graph and the targets of its header.

@@ -41,3 +41,17 @@ pub fn runs_everywhere(g: &compiler::ir::Graph, seed: u64) {
         );
     }
 }
+
+/// Deterministic f32 values in `[lo, hi)` (xorshift from `seed`).
+pub fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let u = (s >> 11) as f64 / (1u64 << 53) as f64;
+            compiler::ir::ElemType::F32.round(lo + (hi - lo) * u)
+        })
+        .collect()
+}

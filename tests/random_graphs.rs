@@ -5,6 +5,7 @@
 
 use compiler::ir::{ElemType, Graph, Op, Tensor, TensorType, ValueId};
 use proptest::prelude::*;
+use tests::values;
 
 /// One layer of a random graph.
 #[derive(Clone, Debug)]
@@ -55,20 +56,6 @@ fn f32t(shape: Vec<usize>) -> TensorType {
         elem: ElemType::F32,
         shape,
     }
-}
-
-/// Deterministic values in [lo, hi).
-fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let u = (s >> 11) as f64 / (1u64 << 53) as f64;
-            ElemType::F32.round(lo + (hi - lo) * u)
-        })
-        .collect()
 }
 
 fn build(m: usize, k: usize, layers: &[Layer], seed: u64) -> Graph {

@@ -644,7 +644,7 @@ fn compile_writes_a_program_that_sim_runs() {
         "{}",
         String::from_utf8_lossy(&sim.stderr)
     );
-    // The program refuses another target.
+    // It reads back as assembly naming its inputs.
     let disasm = tessera(&["disasm", &prog.display().to_string()]);
     assert_eq!(disasm.status.code(), Some(0));
     let text = String::from_utf8_lossy(&disasm.stdout);

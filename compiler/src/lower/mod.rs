@@ -524,6 +524,27 @@ impl Lowerer<'_> {
             .cloned()
             .ok_or_else(|| err("output without a home"))?;
         let (rows, cols) = (out_home.rows, out_home.cols);
+        if rows == 0 || cols == 0 {
+            return Ok(()); // an empty result: nothing to compute
+        }
+        if matches!(root.op, Op::MatMul) && g.ty(root.inputs[0]).shape.last() == Some(&0) {
+            // An empty reduction: the product is zeros, placed as data.
+            if members.len() > 1 {
+                return Err(err(
+                    "an empty reduction followed by element-wise ops is not supported yet",
+                ));
+            }
+            let bytes = encode(
+                out_home.dtype,
+                std::iter::repeat_n(0.0, (rows * out_home.pitch) as usize),
+            );
+            self.data.push(DataSegment {
+                memory: self.e.m.memories[self.home_mem().index()].name.clone(),
+                addr: out_home.addr,
+                bytes,
+            });
+            return Ok(());
+        }
         // Steps: (op, other operand, running value is the second operand).
         let mut steps: Vec<(Ew, Option<ValueId>, bool)> = Vec::new();
         let mut running = root.outputs[0];
