@@ -10,6 +10,41 @@ use super::proto::NodeProto;
 use super::tensor::{MAX_ELEMENTS, checked_numel, data_type_name, elem_type, tensor_from_proto};
 use crate::ir::{ElemType, Op, Tensor, TensorType, Unary, ValueId, infer};
 
+/// The ONNX ops (default domain) the importer claims to support. The
+/// conformance runner (`tests/conformance.rs`) runs ONNX's backend node tests
+/// of exactly these.
+pub const SUPPORTED_OPS: &[&str] = &[
+    "Abs",
+    "Add",
+    "Cast",
+    "Constant",
+    "Div",
+    "Erf",
+    "Exp",
+    "Expand",
+    "Flatten",
+    "Gelu",
+    "Gemm",
+    "Identity",
+    "Log",
+    "MatMul",
+    "Max",
+    "Min",
+    "Mul",
+    "Neg",
+    "Pow",
+    "Reciprocal",
+    "Relu",
+    "Reshape",
+    "Sigmoid",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Tanh",
+    "Transpose",
+    "Unsqueeze",
+];
+
 /// What a node lowered to.
 enum Lowered {
     /// A new value: it takes the node output's ONNX name.
