@@ -28,7 +28,9 @@
 //!
 //! Tensors hold `f64`, so `int64` values are exact only up to 2^53.
 
-use crate::ir::{ElemType, Graph, Node, Op, Tensor, TensorType, ValueId, broadcast, infer};
+use crate::ir::{
+    ElemType, Graph, Node, Op, ReduceKind, Tensor, TensorType, ValueId, broadcast, infer,
+};
 use std::fmt;
 
 /// Why a graph or an op could not be evaluated.
@@ -251,6 +253,68 @@ pub fn eval_node(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, InterpError
             refuse_bool(op, out_ty.elem)?;
             matmul(inputs[0], inputs[1], out_ty.elem)
         }
+        Op::Reduce { kind, axes, .. } => {
+            refuse_bool(op, out_ty.elem)?;
+            reduce(inputs[0], *kind, axes, out_ty.elem)
+        }
+        Op::Slice { starts, steps, .. } => {
+            let t = inputs[0];
+            let own = strides(&t.ty.shape);
+            // Element i of the result reads start + i * step along each dimension.
+            let base: i64 = starts.iter().zip(&own).map(|(s, o)| s * *o as i64).sum();
+            let mut out = Vec::with_capacity(out_ty.numel());
+            let shape = &out_ty.shape;
+            let mut index = vec![0usize; shape.len()];
+            for _ in 0..out_ty.numel() {
+                let at: i64 = base
+                    + index
+                        .iter()
+                        .zip(steps)
+                        .zip(&own)
+                        .map(|((i, st), o)| *i as i64 * st * *o as i64)
+                        .sum::<i64>();
+                out.push(t.data[at as usize]);
+                for d in (0..shape.len()).rev() {
+                    index[d] += 1;
+                    if index[d] < shape[d] {
+                        break;
+                    }
+                    index[d] = 0;
+                }
+            }
+            out
+        }
+        Op::Concat { axis } => {
+            let outer: usize = out_ty.shape[..*axis].iter().product();
+            let mut out = Vec::with_capacity(out_ty.numel());
+            for o in 0..outer {
+                for t in inputs {
+                    let chunk: usize = t.ty.shape[*axis..].iter().product();
+                    out.extend_from_slice(&t.data[o * chunk..(o + 1) * chunk]);
+                }
+            }
+            out
+        }
+        Op::Where => {
+            let sel = |t: &Tensor| {
+                offsets(
+                    &out_ty.shape,
+                    &broadcast_strides(&t.ty.shape, &out_ty.shape),
+                )
+            };
+            let (ic, ix, iy) = (sel(inputs[0]), sel(inputs[1]), sel(inputs[2]));
+            ic.iter()
+                .zip(&ix)
+                .zip(&iy)
+                .map(|((&c, &x), &y)| {
+                    if inputs[0].data[c] != 0.0 {
+                        inputs[1].data[x]
+                    } else {
+                        inputs[2].data[y]
+                    }
+                })
+                .collect()
+        }
     };
     Ok(vec![Tensor { ty: out_ty, data }])
 }
@@ -400,6 +464,52 @@ fn scalar(op: &Op, x: f64, y: f64, elem: ElemType) -> Result<f64, InterpError> {
         _ => x.wrapping_div(y),
     };
     Ok(round_to(elem, r as f64))
+}
+
+/// A reduction over `axes`: sums in `f64` (wrapping `i64` for integers),
+/// rounded once to `elem`; NaN propagates through `Max` and `Min`; the
+/// reduction of no elements is 0 for sums, NaN for means, -inf / +inf for
+/// `Max` / `Min` (ONNX's identities).
+fn reduce(t: &Tensor, kind: ReduceKind, axes: &[usize], elem: ElemType) -> Vec<f64> {
+    let shape = &t.ty.shape;
+    // Output strides over the input's dimensions (0 along reduced ones).
+    let kept: Vec<usize> = shape
+        .iter()
+        .enumerate()
+        .map(|(i, d)| if axes.contains(&i) { 1 } else { *d })
+        .collect();
+    let kst = strides(&kept);
+    let ost: Vec<usize> = (0..shape.len())
+        .map(|i| if axes.contains(&i) { 0 } else { kst[i] })
+        .collect();
+    let n_out: usize = kept.iter().product();
+    let count: usize = axes.iter().map(|a| shape[*a]).product();
+    let init = match kind {
+        ReduceKind::Sum | ReduceKind::Mean => 0.0,
+        ReduceKind::Max => f64::NEG_INFINITY,
+        ReduceKind::Min => f64::INFINITY,
+    };
+    let mut acc = vec![init; n_out];
+    for (x, o) in t.data.iter().zip(offsets(shape, &ost)) {
+        let a = &mut acc[o];
+        *a = match kind {
+            ReduceKind::Sum | ReduceKind::Mean if elem.is_float() => *a + x,
+            ReduceKind::Sum | ReduceKind::Mean => (*a as i64).wrapping_add(*x as i64) as f64,
+            _ if x.is_nan() || a.is_nan() => f64::NAN,
+            ReduceKind::Max => a.max(*x),
+            ReduceKind::Min => a.min(*x),
+        };
+    }
+    acc.into_iter()
+        .map(|a| {
+            let v = if kind == ReduceKind::Mean {
+                a / count as f64
+            } else {
+                a
+            };
+            round_to(elem, v)
+        })
+        .collect()
 }
 
 /// `Transpose`: output dimension `i` is input dimension `perm[i]`.

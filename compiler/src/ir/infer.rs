@@ -107,6 +107,111 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
                 shape: perm.iter().map(|p| tys[0].shape[*p]).collect(),
             }
         }
+        Op::Reduce {
+            kind,
+            axes,
+            keepdims,
+        } => {
+            arity(tys, 1)?;
+            let shape = &tys[0].shape;
+            if axes.windows(2).any(|w| w[0] >= w[1]) || axes.iter().any(|a| *a >= shape.len()) {
+                return Err(format!(
+                    "axes {axes:?} are not sorted distinct dimensions of {shape:?}"
+                ));
+            }
+            if !tys[0].elem.is_float() && *kind == super::ReduceKind::Mean {
+                return Err("ReduceMean is defined on floating-point tensors only".to_owned());
+            }
+            let shape = shape
+                .iter()
+                .enumerate()
+                .filter_map(|(i, d)| match (axes.contains(&i), keepdims) {
+                    (false, _) => Some(*d),
+                    (true, true) => Some(1),
+                    (true, false) => None,
+                })
+                .collect();
+            TensorType {
+                elem: tys[0].elem,
+                shape,
+            }
+        }
+        Op::Slice {
+            starts,
+            ends,
+            steps,
+        } => {
+            arity(tys, 1)?;
+            let shape = &tys[0].shape;
+            let r = shape.len();
+            if starts.len() != r || ends.len() != r || steps.len() != r {
+                return Err(format!(
+                    "a slice of a {r}-D tensor needs {r} starts, ends and steps"
+                ));
+            }
+            let mut out = Vec::with_capacity(r);
+            for (i, d) in shape.iter().enumerate() {
+                let (s, e, st) = (starts[i], ends[i], steps[i]);
+                let d = i64::try_from(*d).unwrap_or(i64::MAX);
+                let ok = st != 0
+                    && if st > 0 {
+                        (0..=d).contains(&s) && (0..=d).contains(&e)
+                    } else {
+                        (0..d).contains(&s) || d == 0 && s == -1
+                    }
+                    && (st > 0 || (-1..d).contains(&e));
+                if !ok {
+                    return Err(format!(
+                        "dimension {i} of size {d}: {s}..{e} step {st} is not a normalised range"
+                    ));
+                }
+                out.push(super::slice_len(s, e, st));
+            }
+            TensorType {
+                elem: tys[0].elem,
+                shape: out,
+            }
+        }
+        Op::Concat { axis } => {
+            if tys.is_empty() {
+                return Err("takes at least one input".to_owned());
+            }
+            let elem = same_elem(tys)?;
+            let first = &tys[0].shape;
+            if *axis >= first.len() {
+                return Err(format!("axis {axis} is not a dimension of {first:?}"));
+            }
+            let mut shape = first.clone();
+            shape[*axis] = 0;
+            for t in tys {
+                let ok = t.shape.len() == first.len()
+                    && t.shape
+                        .iter()
+                        .zip(first)
+                        .enumerate()
+                        .all(|(i, (a, b))| i == *axis || a == b);
+                if !ok {
+                    return Err(format!(
+                        "shapes {first:?} and {:?} differ off axis {axis}",
+                        t.shape
+                    ));
+                }
+                shape[*axis] += t.shape[*axis];
+            }
+            TensorType { elem, shape }
+        }
+        Op::Where => {
+            arity(tys, 3)?;
+            if tys[0].elem != ElemType::Bool {
+                return Err(format!(
+                    "the condition must be bool, it is {}",
+                    tys[0].elem.name()
+                ));
+            }
+            let elem = same_elem(&tys[1..])?;
+            let shape = broadcast(&broadcast(&tys[0].shape, &tys[1].shape)?, &tys[2].shape)?;
+            TensorType { elem, shape }
+        }
         Op::MatMul => {
             arity(tys, 2)?;
             let elem = same_elem(tys)?;

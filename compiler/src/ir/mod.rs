@@ -192,6 +192,69 @@ pub enum Op {
         /// The target type.
         to: ElemType,
     },
+    /// A reduction over `axes` (sorted, distinct); the reduced dimensions
+    /// stay as size 1 when `keepdims`.
+    Reduce {
+        /// What combines the elements.
+        kind: ReduceKind,
+        /// The reduced dimensions.
+        axes: Vec<usize>,
+        /// Whether reduced dimensions are kept (as 1).
+        keepdims: bool,
+    },
+    /// `x[start..end]` along each dimension, with a step (ONNX `Slice`
+    /// normalised: one entry per dimension, indices clamped; a negative step
+    /// walks down from `start` to `end` exclusive).
+    Slice {
+        /// First index per dimension.
+        starts: Vec<i64>,
+        /// End (exclusive) per dimension; `-1` means "past index 0" for a negative step.
+        ends: Vec<i64>,
+        /// Step per dimension (never 0).
+        steps: Vec<i64>,
+    },
+    /// The inputs joined along `axis`.
+    Concat {
+        /// The joined dimension.
+        axis: usize,
+    },
+    /// `cond ? x : y` element-wise with numpy broadcasting (`cond` boolean).
+    Where,
+}
+
+/// How a [`Op::Reduce`] combines elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    /// The sum.
+    Sum,
+    /// The mean.
+    Mean,
+    /// The largest.
+    Max,
+    /// The smallest.
+    Min,
+}
+
+impl ReduceKind {
+    /// The ONNX op name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceKind::Sum => "ReduceSum",
+            ReduceKind::Mean => "ReduceMean",
+            ReduceKind::Max => "ReduceMax",
+            ReduceKind::Min => "ReduceMin",
+        }
+    }
+}
+
+/// The length of `start..end` stepping by `step` (ends as [`Op::Slice`] normalises them).
+pub fn slice_len(start: i64, end: i64, step: i64) -> usize {
+    let n = if step > 0 {
+        (end - start + step - 1).div_euclid(step)
+    } else {
+        (start - end + (-step) - 1).div_euclid(-step)
+    };
+    usize::try_from(n.max(0)).unwrap_or(0)
 }
 
 /// Element-wise functions of one operand (ONNX op names).
@@ -279,6 +342,10 @@ impl Op {
             Op::Reshape { .. } => "Reshape",
             Op::Transpose { .. } => "Transpose",
             Op::Cast { .. } => "Cast",
+            Op::Reduce { kind, .. } => kind.name(),
+            Op::Slice { .. } => "Slice",
+            Op::Concat { .. } => "Concat",
+            Op::Where => "Where",
         }
     }
 }

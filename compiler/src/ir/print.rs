@@ -20,6 +20,27 @@ fn attrs(op: &Op) -> String {
         Op::Reshape { shape } => format!("[shape = [{}]]", list(shape)),
         Op::Transpose { perm } => format!("[perm = [{}]]", list(perm)),
         Op::Cast { to } => format!("[to = {}]", to.name()),
+        Op::Reduce { axes, keepdims, .. } => {
+            format!(
+                "[axes = [{}], keepdims = {}]",
+                list(axes),
+                u8::from(*keepdims)
+            )
+        }
+        Op::Slice {
+            starts,
+            ends,
+            steps,
+        } => {
+            let l = |v: &[i64]| v.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+            format!(
+                "[starts = [{}], ends = [{}], steps = [{}]]",
+                l(starts),
+                l(ends),
+                l(steps)
+            )
+        }
+        Op::Concat { axis } => format!("[axis = {axis}]"),
         _ => String::new(),
     }
 }

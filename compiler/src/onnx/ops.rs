@@ -8,7 +8,7 @@ use super::import::{Importer, is_default_domain};
 use super::node::NodeCx;
 use super::proto::NodeProto;
 use super::tensor::{MAX_ELEMENTS, checked_numel, data_type_name, elem_type, tensor_from_proto};
-use crate::ir::{ElemType, Op, Tensor, TensorType, Unary, ValueId, infer};
+use crate::ir::{ElemType, Op, ReduceKind, Tensor, TensorType, Unary, ValueId, infer};
 
 /// The ONNX ops (default domain) the importer claims to support. The
 /// conformance runner (`tests/conformance.rs`) runs ONNX's backend node tests
@@ -17,6 +17,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Abs",
     "Add",
     "Cast",
+    "Concat",
     "Constant",
     "Div",
     "Erf",
@@ -26,6 +27,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Gelu",
     "Gemm",
     "Identity",
+    "LayerNormalization",
     "Log",
     "MatMul",
     "Max",
@@ -34,15 +36,23 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Neg",
     "Pow",
     "Reciprocal",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceSum",
     "Relu",
     "Reshape",
     "Sigmoid",
+    "Slice",
+    "Softmax",
+    "Split",
     "Sqrt",
     "Squeeze",
     "Sub",
     "Tanh",
     "Transpose",
     "Unsqueeze",
+    "Where",
 ];
 
 /// What a node lowered to.
@@ -51,6 +61,8 @@ enum Lowered {
     Value(ValueId),
     /// An existing value, now also known by the node output's name.
     Alias(ValueId),
+    /// One new value per output (absent outputs are `None`).
+    Many(Vec<Option<ValueId>>),
 }
 
 /// Lowers one node (the `index`-th of the graph) into the graph.
@@ -95,6 +107,16 @@ pub(super) fn lower(
         "Transpose" => transpose(imp, &cx),
         "Cast" => cast(imp, &cx),
         "Constant" => constant(imp, &cx),
+        "ReduceSum" => reduce(imp, &cx, ReduceKind::Sum),
+        "ReduceMean" => reduce(imp, &cx, ReduceKind::Mean),
+        "ReduceMax" => reduce(imp, &cx, ReduceKind::Max),
+        "ReduceMin" => reduce(imp, &cx, ReduceKind::Min),
+        "Softmax" => softmax(imp, &cx),
+        "LayerNormalization" => layer_norm(imp, &cx),
+        "Slice" => slice(imp, &cx),
+        "Split" => split(imp, &cx),
+        "Concat" => concat(imp, &cx),
+        "Where" => where_(imp, &cx),
         _ => Err(ImportError::UnsupportedOp {
             node: cx.node.clone(),
             op_type: proto.op_type.clone(),
@@ -105,10 +127,19 @@ pub(super) fn lower(
 }
 
 fn bind_output(imp: &mut Importer, cx: &NodeCx, lowered: Lowered) -> Result<(), ImportError> {
+    if let Lowered::Many(vs) = lowered {
+        for (name, v) in cx.proto.output.iter().zip(vs) {
+            if let Some(v) = v.filter(|_| !name.is_empty()) {
+                imp.bind(name, v, true)?;
+            }
+        }
+        return Ok(());
+    }
     let Some(name) = cx.proto.output.first().filter(|n| !n.is_empty()) else {
         return Ok(()); // an unnamed result nothing can read
     };
     match lowered {
+        Lowered::Many(_) => Ok(()),
         Lowered::Value(v) => imp.bind(name, v, true),
         Lowered::Alias(v) => imp.bind(name, v, false),
     }
@@ -758,4 +789,320 @@ mod tests {
         assert!(err(&[6], &[i64::MAX, i64::MAX], false).contains("too large"));
         assert!(err(&[6], &[5], false).contains("cannot reshape"));
     }
+}
+
+// ---- Reductions, normalisations, slicing and joining ----
+
+/// An axis in `-rank..rank`, resolved.
+fn axis_of(cx: &NodeCx, what: &str, a: i64, rank: usize) -> Result<usize, ImportError> {
+    let r = i64::try_from(rank).unwrap_or(i64::MAX);
+    let x = if a < 0 { a + r } else { a };
+    usize::try_from(x)
+        .ok()
+        .filter(|x| *x < rank)
+        .ok_or_else(|| cx.attr_err(what, format!("{a} is out of range for rank {rank}")))
+}
+
+/// Sorted distinct axes.
+fn axes_of(cx: &NodeCx, what: &str, axes: &[i64], rank: usize) -> Result<Vec<usize>, ImportError> {
+    let mut out: Vec<usize> = axes
+        .iter()
+        .map(|a| axis_of(cx, what, *a, rank))
+        .collect::<Result<_, _>>()?;
+    out.sort_unstable();
+    if out.windows(2).any(|w| w[0] == w[1]) {
+        return Err(cx.attr_err(what, format!("{axes:?} repeats an axis")));
+    }
+    Ok(out)
+}
+
+/// `ReduceSum` / `ReduceMean` / `ReduceMax` / `ReduceMin`. The axes are an
+/// input from opset 13 (`ReduceSum`) or 18 (the others), an attribute
+/// before; no axes means all of them, or nothing with `noop_with_empty_axes`.
+fn reduce(imp: &mut Importer, cx: &NodeCx, kind: ReduceKind) -> Result<Lowered, ImportError> {
+    let from_input = imp.opset >= if kind == ReduceKind::Sum { 13 } else { 18 };
+    let x = input(imp, cx, 0)?;
+    let rank = imp.g.ty(x).shape.len();
+    let axes = if from_input {
+        arity(cx, 1, 2)?;
+        cx.check_attributes(&["keepdims", "noop_with_empty_axes"])?;
+        match optional_input(imp, cx, 1)? {
+            Some(a) => Some(constant_ints(imp, cx, a)?),
+            None => None,
+        }
+    } else {
+        arity(cx, 1, 1)?;
+        cx.check_attributes(&["axes", "keepdims"])?;
+        cx.ints("axes")?.map(<[i64]>::to_vec)
+    };
+    let keepdims = cx.int("keepdims", 1)? != 0;
+    let noop = from_input && cx.int("noop_with_empty_axes", 0)? != 0;
+    let axes = match axes.filter(|a| !a.is_empty()) {
+        Some(a) => axes_of(cx, "axes", &a, rank)?,
+        None if noop => return add(imp, cx, "", Op::Identity, vec![x]).map(Lowered::Value),
+        None => (0..rank).collect(),
+    };
+    let op = Op::Reduce {
+        kind,
+        axes,
+        keepdims,
+    };
+    add(imp, cx, "", op, vec![x]).map(Lowered::Value)
+}
+
+/// `Softmax` as `exp(x - max) / sum(exp(x - max))` over `axis` (opset 13 on),
+/// or over `axis` and every later dimension (before 13, where the input is
+/// seen as a matrix split at `axis`).
+fn softmax(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["axis"])?;
+    let x = input(imp, cx, 0)?;
+    let rank = imp.g.ty(x).shape.len();
+    if !imp.g.ty(x).elem.is_float() {
+        let ty = imp.g.ty(x);
+        return Err(cx.shape_err(format!(
+            "Softmax is defined on floating-point tensors, the input is {ty}"
+        )));
+    }
+    let default = if imp.opset >= 13 { -1 } else { 1 };
+    let axis = axis_of(cx, "axis", cx.int("axis", default)?, rank.max(1))?;
+    let axes: Vec<usize> = if imp.opset >= 13 {
+        vec![axis]
+    } else {
+        (axis..rank).collect()
+    };
+    let red = |kind| Op::Reduce {
+        kind,
+        axes: axes.clone(),
+        keepdims: true,
+    };
+    let m = add(imp, cx, "max", red(ReduceKind::Max), vec![x])?;
+    let d = add(imp, cx, "shifted", Op::Sub, vec![x, m])?;
+    let e = add(imp, cx, "exp", Op::Unary(Unary::Exp), vec![d])?;
+    let s = add(imp, cx, "sum", red(ReduceKind::Sum), vec![e])?;
+    add(imp, cx, "", Op::Div, vec![e, s]).map(Lowered::Value)
+}
+
+/// `LayerNormalization` (opset 17) over `axis` and every later dimension:
+/// `(x - mean) / sqrt(var + epsilon) * scale + bias`, decomposed into the
+/// reductions and element-wise ops a model exporter writes out by hand.
+/// The optional `Mean` and `InvStdDev` outputs are bound too.
+fn layer_norm(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    let n = cx.proto.input.len();
+    if !(2..=3).contains(&n) {
+        return Err(cx.arity_err(format!("takes 2 to 3 inputs, has {n}")));
+    }
+    if cx.proto.output.is_empty() || cx.proto.output.len() > 3 {
+        let k = cx.proto.output.len();
+        return Err(cx.arity_err(format!("has {k} outputs, the op has 1 to 3")));
+    }
+    cx.check_attributes(&["axis", "epsilon", "stash_type"])?;
+    if cx.int("stash_type", 1)? != 1 {
+        return Err(cx.attr_err("stash_type", "only 1 (float32 statistics) is supported"));
+    }
+    let (x, scale) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
+    let bias = optional_input(imp, cx, 2)?;
+    let ty = imp.g.ty(x).clone();
+    if !ty.elem.is_float() {
+        return Err(cx.shape_err(format!("the input must be floating-point, it is {ty}")));
+    }
+    let rank = ty.shape.len();
+    let axis = axis_of(cx, "axis", cx.int("axis", -1)?, rank)?;
+    let eps = scalar(
+        imp,
+        format!("{}/epsilon", cx.name),
+        ty.elem,
+        f64::from(cx.float("epsilon", 1e-5)?),
+    );
+    let mean_op = Op::Reduce {
+        kind: ReduceKind::Mean,
+        axes: (axis..rank).collect(),
+        keepdims: true,
+    };
+    let mean = add(imp, cx, "mean", mean_op.clone(), vec![x])?;
+    let d = add(imp, cx, "centered", Op::Sub, vec![x, mean])?;
+    let sq = add(imp, cx, "square", Op::Mul, vec![d, d])?;
+    let var = add(imp, cx, "variance", mean_op, vec![sq])?;
+    let ve = add(imp, cx, "variance_eps", Op::Add, vec![var, eps])?;
+    let sd = add(imp, cx, "stddev", Op::Unary(Unary::Sqrt), vec![ve])?;
+    let inv = add(
+        imp,
+        cx,
+        "inv_stddev",
+        Op::Unary(Unary::Reciprocal),
+        vec![sd],
+    )?;
+    let normed = add(imp, cx, "normalized", Op::Mul, vec![d, inv])?;
+    let mut y = add(imp, cx, "scaled", Op::Mul, vec![normed, scale])?;
+    if let Some(b) = bias {
+        y = add(imp, cx, "", Op::Add, vec![y, b])?;
+    }
+    Ok(Lowered::Many(vec![Some(y), Some(mean), Some(inv)]))
+}
+
+/// ONNX `Slice` bounds for one dimension of size `d`, normalised as
+/// [`Op::Slice`] wants them.
+fn slice_bounds(d: i64, start: i64, end: i64, step: i64) -> (i64, i64) {
+    let wrap = |x: i64| if x < 0 { x.saturating_add(d) } else { x };
+    let (s, e) = (wrap(start), wrap(end));
+    if step > 0 {
+        (s.clamp(0, d), e.clamp(0, d))
+    } else {
+        (s.clamp(0, (d - 1).max(0)), e.clamp(-1, d - 1))
+    }
+}
+
+/// `Slice`: constant starts, ends, axes and steps (inputs from opset 10,
+/// attributes before).
+fn slice(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    let x = input(imp, cx, 0)?;
+    let shape = imp.g.ty(x).shape.clone();
+    let rank = shape.len();
+    let (starts, ends, axes, steps) = if imp.opset >= 10 {
+        arity(cx, 3, 5)?;
+        cx.check_attributes(&[])?;
+        let get = |imp: &Importer, i: usize| -> Result<Option<Vec<i64>>, ImportError> {
+            match optional_input(imp, cx, i)? {
+                Some(v) => constant_ints(imp, cx, v).map(Some),
+                None => Ok(None),
+            }
+        };
+        (
+            get(imp, 1)?.unwrap_or_default(),
+            get(imp, 2)?.unwrap_or_default(),
+            get(imp, 3)?,
+            get(imp, 4)?,
+        )
+    } else {
+        arity(cx, 1, 1)?;
+        cx.check_attributes(&["starts", "ends", "axes"])?;
+        let need = |n: &str| -> Result<Vec<i64>, ImportError> {
+            cx.ints(n)?
+                .map(<[i64]>::to_vec)
+                .ok_or_else(|| cx.attr_err(n, "required, missing"))
+        };
+        (
+            need("starts")?,
+            need("ends")?,
+            cx.ints("axes")?.map(<[i64]>::to_vec),
+            None,
+        )
+    };
+    let k = starts.len();
+    let axes = axes.unwrap_or_else(|| (0..k as i64).collect());
+    let steps = steps.unwrap_or_else(|| vec![1; k]);
+    if ends.len() != k || axes.len() != k || steps.len() != k {
+        return Err(cx.shape_err(format!(
+            "starts, ends, axes and steps have different lengths ({k}, {}, {}, {})",
+            ends.len(),
+            axes.len(),
+            steps.len()
+        )));
+    }
+    let mut st = vec![0i64; rank];
+    let mut en: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
+    let mut sp = vec![1i64; rank];
+    let mut seen = vec![false; rank];
+    for i in 0..k {
+        let a = axis_of(cx, "axes", axes[i], rank)?;
+        if std::mem::replace(&mut seen[a], true) {
+            return Err(cx.attr_err("axes", format!("{axes:?} repeats an axis")));
+        }
+        if steps[i] == 0 {
+            return Err(cx.shape_err("a step is 0"));
+        }
+        let (s, e) = slice_bounds(shape[a] as i64, starts[i], ends[i], steps[i]);
+        (st[a], en[a], sp[a]) = (s, e, steps[i]);
+    }
+    let op = Op::Slice {
+        starts: st,
+        ends: en,
+        steps: sp,
+    };
+    add(imp, cx, "", op, vec![x]).map(Lowered::Value)
+}
+
+/// `Split` into slices along `axis`: sizes from the `split` input (opset 13
+/// on) or attribute, else equal parts (the last smaller, opset 18's
+/// `num_outputs`).
+fn split(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    let x = input(imp, cx, 0)?;
+    let shape = imp.g.ty(x).shape.clone();
+    let rank = shape.len();
+    let sizes = if imp.opset >= 13 {
+        let n = cx.proto.input.len();
+        if !(1..=2).contains(&n) {
+            return Err(cx.arity_err(format!("takes 1 to 2 inputs, has {n}")));
+        }
+        cx.check_attributes(&["axis", "num_outputs"])?;
+        match optional_input(imp, cx, 1)? {
+            Some(v) => Some(constant_ints(imp, cx, v)?),
+            None => None,
+        }
+    } else {
+        if cx.proto.input.len() != 1 {
+            return Err(cx.arity_err("takes 1 input"));
+        }
+        cx.check_attributes(&["axis", "split"])?;
+        cx.ints("split")?.map(<[i64]>::to_vec)
+    };
+    let axis = axis_of(cx, "axis", cx.int("axis", 0)?, rank)?;
+    let d = shape[axis] as i64;
+    let outs = cx.proto.output.len() as i64;
+    let sizes = match sizes {
+        Some(s) => s,
+        None => {
+            let parts = cx.int("num_outputs", outs)?;
+            if parts <= 0 {
+                return Err(cx.attr_err("num_outputs", "must be positive"));
+            }
+            let each = (d + parts - 1) / parts;
+            (0..parts).map(|i| each.min(d - i * each).max(0)).collect()
+        }
+    };
+    if sizes.len() as i64 != outs || sizes.iter().any(|s| *s < 0) || sizes.iter().sum::<i64>() != d
+    {
+        return Err(cx.shape_err(format!(
+            "split sizes {sizes:?} do not cut dimension {axis} of size {d} into {outs} parts"
+        )));
+    }
+    let mut at = 0;
+    let mut vs = Vec::new();
+    for (i, size) in sizes.iter().enumerate() {
+        let mut st = vec![0i64; rank];
+        let mut en: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
+        (st[axis], en[axis]) = (at, at + size);
+        at += size;
+        let op = Op::Slice {
+            starts: st,
+            ends: en,
+            steps: vec![1; rank],
+        };
+        vs.push(Some(add(imp, cx, &format!("part{i}"), op, vec![x])?));
+    }
+    Ok(Lowered::Many(vs))
+}
+
+/// `Concat` along `axis`.
+fn concat(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    if cx.proto.input.is_empty() || cx.proto.output.len() != 1 {
+        return Err(cx.arity_err("takes at least 1 input and has 1 output"));
+    }
+    cx.check_attributes(&["axis"])?;
+    let xs: Vec<ValueId> = (0..cx.proto.input.len())
+        .map(|i| input(imp, cx, i))
+        .collect::<Result<_, _>>()?;
+    let rank = imp.g.ty(xs[0]).shape.len();
+    let axis = axis_of(cx, "axis", cx.required_int("axis")?, rank)?;
+    add(imp, cx, "", Op::Concat { axis }, xs).map(Lowered::Value)
+}
+
+/// `Where(cond, x, y)`.
+fn where_(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 3, 3)?;
+    cx.check_attributes(&[])?;
+    let xs: Vec<ValueId> = (0..3)
+        .map(|i| input(imp, cx, i))
+        .collect::<Result<_, _>>()?;
+    add(imp, cx, "", Op::Where, xs).map(Lowered::Value)
 }
