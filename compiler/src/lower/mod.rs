@@ -27,16 +27,19 @@
 //! Nothing here names a target: every choice comes from the machine model
 //! and the generated tables.
 
+mod canon;
 pub mod emit;
 pub mod machine;
 mod matmul;
 pub mod ops;
+mod reduce;
 mod transpose;
 
 use crate::ir::{Graph, Op, ValueId};
 use crate::{memplan, regalloc, sched};
 use emit::{Base, Emitter, MemTile, Pad, Val};
 use isa_specs::Machine;
+use isa_specs::model::Func;
 use isa_specs::model::{DType, MemId, OperandKind};
 use isa_specs::program::{DataSegment, Program, TensorDesc};
 use isa_specs::target::{Bundle, MInst};
@@ -226,6 +229,8 @@ struct Lowerer<'a> {
 pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, LowerError> {
     crate::ir::verify(g)
         .map_err(|e| err(format!("the graph fails the IR verifier: {}", e.join("; "))))?;
+    let prepared = canon::prepare(g).map_err(err)?;
+    let g = &prepared;
     let info = Info::new(m).map_err(err)?;
     let home_mem = info.home;
     let loadable = |dt: DType| {
@@ -456,6 +461,15 @@ impl Lowerer<'_> {
                     ));
                 }
                 Op::Transpose { perm } if perm.iter().enumerate().all(|(i, p)| i == *p) => continue,
+                Op::Reduce { kind, axes, .. } => {
+                    let before = self.e.code.len();
+                    self.reduce(n, *kind, axes)?;
+                    self.regions.push((
+                        format!("{}({})", n.op.name(), n.name),
+                        self.e.code.len() - before,
+                    ));
+                    continue;
+                }
                 Op::Transpose { perm } => {
                     let before = self.e.code.len();
                     self.transpose(n, perm)?;
@@ -600,17 +614,26 @@ impl Lowerer<'_> {
                     plan.push((Ew::Sub, Some(Operand::Zeros), true));
                 }
                 Ew::Div if ops::ew_forms(&self.e, Ew::Div).is_empty() => {
-                    if swapped {
-                        return Err(err(
-                            "cannot compile: the target lacks `d = a / b`, and `b / x` needs it",
-                        ));
-                    }
                     if ops::ew_forms(&self.e, Ew::Recip).is_empty() {
                         return Err(err(
                             "cannot compile: the target lacks `d = a / b` and `d = recip(a)`",
                         ));
                     }
-                    plan.push((Ew::Mul, other.map(|o| Operand::Recip(Box::new(o))), false));
+                    if swapped {
+                        // b / x as recip(x) * b.
+                        plan.push((Ew::Recip, None, false));
+                        plan.push((Ew::Mul, other, false));
+                    } else {
+                        plan.push((Ew::Mul, other.map(|o| Operand::Recip(Box::new(o))), false));
+                    }
+                }
+                // recip(sqrt(x)) as rsqrt(x), one instruction (and the only way without sqrt).
+                Ew::Recip
+                    if matches!(plan.last(), Some((Ew::Call(Func::Sqrt), None, _)))
+                        && !ops::ew_forms(&self.e, Ew::Call(Func::Rsqrt)).is_empty() =>
+                {
+                    plan.pop();
+                    plan.push((Ew::Call(Func::Rsqrt), None, false));
                 }
                 _ => plan.push((ew, other, swapped)),
             }

@@ -227,7 +227,7 @@ fn fuse_mul_add(e: &Emitter, steps: &[Step]) -> Vec<Step> {
 }
 
 /// The memory a tile lands in on its way from `from` to register file `file`.
-fn landing(e: &Emitter, from: Loc, to: Loc) -> Option<Loc> {
+pub(super) fn landing(e: &Emitter, from: Loc, to: Loc) -> Option<Loc> {
     let (_, chain) = e.info.path(&[from], to)?;
     chain
         .iter()

@@ -1,0 +1,99 @@
+//! Graph rewrites before lowering, into forms the tile lowering handles:
+//!
+//! - a computed operand broadcast along its last dimension (`x[.., c] op
+//!   s[.., 1]`, as softmax and layer normalisation do) is first expanded to
+//!   the full width by a product with a row of ones (`s · 1[1, C]`, a
+//!   contraction of depth 1, which every machine with a matrix product has);
+//! - a reduction that drops its dimensions (`keepdims = 0`) keeps them and is
+//!   followed by a `Reshape`.
+
+use crate::ir::{Graph, Node, Op, Tensor, TensorType, ValueId};
+
+/// The graph with the rewrites applied (unchanged when none applies).
+pub fn prepare(g: &Graph) -> Result<Graph, String> {
+    let mut out = Graph {
+        values: g.values.clone(),
+        nodes: Vec::with_capacity(g.nodes.len()),
+        inputs: g.inputs.clone(),
+        outputs: g.outputs.clone(),
+        constants: g.constants.clone(),
+    };
+    for n in &g.nodes {
+        match &n.op {
+            Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Max | Op::Min => {
+                let shape = g.ty(n.outputs[0]).shape.clone();
+                let mut inputs = n.inputs.clone();
+                for x in inputs.iter_mut() {
+                    if let Some(wide) = widen(&mut out, *x, &shape, &n.name)? {
+                        *x = wide;
+                    }
+                }
+                out.nodes.push(Node {
+                    inputs,
+                    ..n.clone()
+                });
+            }
+            Op::Reduce {
+                kind,
+                axes,
+                keepdims: false,
+            } => {
+                let op = Op::Reduce {
+                    kind: *kind,
+                    axes: axes.clone(),
+                    keepdims: true,
+                };
+                let kept = out.add_node(format!("{}/kept", n.name), op, n.inputs.clone())?;
+                let shape = g.ty(n.outputs[0]).shape.clone();
+                out.nodes.push(Node {
+                    name: n.name.clone(),
+                    op: Op::Reshape { shape },
+                    inputs: kept,
+                    outputs: n.outputs.clone(),
+                });
+            }
+            _ => out.nodes.push(n.clone()),
+        }
+    }
+    Ok(out)
+}
+
+/// `x` (computed, last dimension 1) expanded to the last dimension of
+/// `shape`, if it needs to be.
+fn widen(
+    g: &mut Graph,
+    x: ValueId,
+    shape: &[usize],
+    node: &str,
+) -> Result<Option<ValueId>, String> {
+    let xs = g.ty(x).shape.clone();
+    let (Some(&last), Some(&want)) = (xs.last(), shape.last()) else {
+        return Ok(None);
+    };
+    if g.constants.contains_key(&x) || last != 1 || want == 1 {
+        return Ok(None);
+    }
+    let elem = g.ty(x).elem;
+    let ones = g.add_constant(
+        format!("{node}/ones"),
+        Tensor::new(
+            TensorType {
+                elem,
+                shape: vec![1, want],
+            },
+            vec![1.0; want],
+        ),
+    );
+    // A 1-D operand is a row: `[1] x [1, C]` is `[C]`... keep it 2-D.
+    let a = if xs.len() == 1 {
+        g.add_node(
+            format!("{node}/as_row"),
+            Op::Reshape { shape: vec![1, 1] },
+            vec![x],
+        )?[0]
+    } else {
+        x
+    };
+    let wide = g.add_node(format!("{node}/widen"), Op::MatMul, vec![a, ones])?;
+    Ok(Some(wide[0]))
+}

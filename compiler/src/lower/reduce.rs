@@ -1,0 +1,549 @@
+//! Reductions over the last dimensions (`ReduceSum`, `ReduceMean`,
+//! `ReduceMax`, `ReduceMin`, and the reductions inside softmax and layer
+//! normalisation), by the machine's reduction instructions found by their
+//! semantics:
+//!
+//! - rows of a memory tile into a column (`d[i] = r(k) a[i, k]`);
+//! - rows of a register, broadcast (`d[i, j] = r(k) a[i, k]`);
+//! - a one-dimensional register, broadcast (`d[i] = r(j) a[j]`) or into a
+//!   scalar (`d = r(i) a[i]`).
+//!
+//! A row is cut into chunks the instruction accepts; each chunk is reduced and
+//! the partial results are combined element-wise. An instruction that reduces
+//! a whole register reads a chunk narrower than the register from a buffer
+//! whose other lanes hold the reduction's identity (0, or ∓max), so stale
+//! lanes never count.
+
+use super::emit::{MemTile, Pad, RegTile, Val};
+use super::machine::{Loc, Place, operand_loc};
+use super::ops::{self, Ew, Step};
+use super::{LowerError, Lowerer, err};
+use crate::ir::{Node, ReduceKind};
+use isa_specs::model::{AssignOp, DType, IndexId, InstId, ReduceOp};
+use isa_specs::select::{TileAccess, TileExpr, TileOp, TilePlace, TileTensor};
+
+/// How a reduction instruction lays out its operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// `d[i] = r(k) a[i, k]` on memory tiles.
+    MemRows,
+    /// `d[i, j] = r(k) a[i, k]` in registers (the result broadcast along `j`).
+    Rows,
+    /// `d[i] = r(j) a[j]` in registers (broadcast).
+    Lanes,
+    /// `d = r(i) a[i]`: a register into a scalar register.
+    Scalar,
+}
+
+/// A reduction instruction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Form {
+    /// The instruction.
+    pub inst: InstId,
+    /// Its layout.
+    pub shape: Shape,
+    /// Where the result is.
+    pub dst: Loc,
+    /// Where the operand must be.
+    pub src: Loc,
+}
+
+fn ix(i: u32) -> isa_specs::model::Affine {
+    isa_specs::model::Affine {
+        terms: vec![(IndexId(i), 1)],
+        constant: 0,
+        offsets: Vec::new(),
+    }
+}
+
+/// The tile operation of a reduction: `(result shape, operand shape, index extents)`.
+fn red_op(op: ReduceOp, shape: Shape, d: TileTensor, a: TileTensor, extents: Vec<i64>) -> TileOp {
+    // Indices: Rows (i, j, k), MemRows (i, k), Lanes (i, j), Scalar (i).
+    let (target, access, over) = match shape {
+        Shape::Rows => (vec![ix(0), ix(1)], vec![ix(0), ix(2)], 2),
+        Shape::MemRows => (vec![ix(0)], vec![ix(0), ix(1)], 1),
+        Shape::Lanes => (vec![ix(0)], vec![ix(1)], 1),
+        Shape::Scalar => (vec![], vec![ix(0)], 0),
+    };
+    TileOp {
+        tensors: vec![d, a],
+        extents,
+        target: TileAccess {
+            tensor: 0,
+            indices: target,
+        },
+        op: AssignOp::Set,
+        value: TileExpr::Reduce(
+            op,
+            vec![IndexId(over)],
+            Box::new(TileExpr::Access(TileAccess {
+                tensor: 1,
+                indices: access,
+            })),
+        ),
+    }
+}
+
+fn reduce_op(kind: ReduceKind) -> ReduceOp {
+    match kind {
+        ReduceKind::Sum | ReduceKind::Mean => ReduceOp::Sum,
+        ReduceKind::Max => ReduceOp::Max,
+        ReduceKind::Min => ReduceOp::Min,
+    }
+}
+
+/// Every reduction instruction of `kind` on the machine.
+pub fn forms(e: &super::emit::Emitter, kind: ReduceKind) -> Vec<Form> {
+    let mut out = Vec::new();
+    for shape in [Shape::MemRows, Shape::Rows, Shape::Lanes, Shape::Scalar] {
+        let (dr, ar, n) = match shape {
+            Shape::Rows => (2, 2, 3),
+            Shape::MemRows => (1, 2, 2),
+            Shape::Lanes => (1, 1, 2),
+            Shape::Scalar => (0, 1, 1),
+        };
+        let t = |r: usize| TileTensor {
+            dtype: DType::F32,
+            shape: vec![1; r],
+            place: TilePlace::Imm(0),
+        };
+        let op = red_op(reduce_op(kind), shape, t(dr), t(ar), vec![1; n]);
+        for (id, b) in e.isa.match_op(e.m, &op) {
+            let loc = |t: usize| {
+                let oi = b.operand.iter().position(|x| *x == Some(t))?;
+                operand_loc(e.m, id, oi)
+            };
+            let (Some(dst), Some(src)) = (loc(0), loc(1)) else {
+                continue;
+            };
+            let in_mem = matches!(dst.place, Place::Mem(_)) && matches!(src.place, Place::Mem(_));
+            let in_regs = matches!(dst.place, Place::Reg(_)) && matches!(src.place, Place::Reg(_));
+            let fits = if shape == Shape::MemRows {
+                in_mem
+            } else {
+                in_regs
+            };
+            if fits && dst.dtype.is_float() && src.dtype.is_float() {
+                out.push(Form {
+                    inst: id,
+                    shape,
+                    dst,
+                    src,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The identity of a reduction.
+fn identity(kind: ReduceKind) -> f64 {
+    match kind {
+        ReduceKind::Sum | ReduceKind::Mean => 0.0,
+        // The largest finite values: every type in use can hold them after rounding.
+        ReduceKind::Max => -3.0e38,
+        ReduceKind::Min => 3.0e38,
+    }
+}
+
+impl Lowerer<'_> {
+    /// Lowers a reduction node (its reduced dimensions kept, see `canon`).
+    pub(super) fn reduce(
+        &mut self,
+        n: &Node,
+        kind: ReduceKind,
+        axes: &[usize],
+    ) -> Result<(), LowerError> {
+        let g = self.g;
+        let (x, out) = (n.inputs[0], n.outputs[0]);
+        let shape = g.ty(x).shape.clone();
+        let rank = shape.len();
+        let first = axes.first().copied().unwrap_or(rank);
+        if axes.iter().copied().ne(first..rank) {
+            return Err(Self::node_err(
+                n,
+                format!(
+                    "reducing dimensions {axes:?} of {shape:?} is not supported yet: only the last dimensions"
+                ),
+            ));
+        }
+        let xh = self
+            .homes
+            .get(&x)
+            .cloned()
+            .ok_or_else(|| err("operand without a home"))?;
+        let oh = self
+            .homes
+            .get(&out)
+            .cloned()
+            .ok_or_else(|| err("output without a home"))?;
+        let rows: i64 = shape[..first].iter().product::<usize>() as i64;
+        let cols: i64 = shape[first..].iter().product::<usize>() as i64;
+        if first + 1 < rank && xh.pitch != xh.cols {
+            return Err(Self::node_err(
+                n,
+                "reducing several dimensions of a tensor whose rows are padded is not supported yet",
+            ));
+        }
+        if g.constants.contains_key(&x) {
+            return Err(Self::node_err(
+                n,
+                "a reduction of a constant was not folded",
+            ));
+        }
+        if rows == 0 {
+            return Ok(());
+        }
+        // Sources: rows of `cols` elements, `pitch` apart.
+        let pitch = if first + 1 < rank { cols } else { xh.pitch };
+        let src = super::Home {
+            rows,
+            cols,
+            pitch,
+            ..xh
+        };
+        let dst = super::Home {
+            rows,
+            cols: 1,
+            ..oh
+        };
+        let fs = forms(&self.e, kind);
+        if fs.is_empty() {
+            return Err(Self::node_err(
+                n,
+                format!(
+                    "cannot compile: the target lacks a {} reduction (`d[i] = {}(k) a[i, k]` or a register form)",
+                    kind.name(),
+                    match reduce_op(kind) {
+                        ReduceOp::Sum => "sum",
+                        ReduceOp::Max => "max",
+                        _ => "min",
+                    }
+                ),
+            ));
+        }
+        if cols == 0 {
+            // The reduction of nothing: ONNX's identities (a mean of nothing is 0/0).
+            let v = match kind {
+                ReduceKind::Sum => 0.0,
+                ReduceKind::Mean => f64::NAN,
+                ReduceKind::Max => f64::NEG_INFINITY,
+                ReduceKind::Min => f64::INFINITY,
+            };
+            let bytes = super::encode(
+                dst.dtype,
+                std::iter::repeat_n(v, (rows * dst.pitch) as usize),
+            );
+            self.data.push(isa_specs::program::DataSegment {
+                memory: self.e.m.memories[self.home_mem().index()].name.clone(),
+                addr: dst.addr,
+                bytes,
+            });
+            return Ok(());
+        }
+        let mut last = String::new();
+        for f in &fs {
+            let cp = self.e.checkpoint();
+            match self.reduce_with(f, kind, &src, &dst) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    self.e.rollback(cp);
+                    last = format!(
+                        "`{}`: {}",
+                        self.e.m.instructions[f.inst.index()].name,
+                        e.message
+                    );
+                }
+            }
+        }
+        Err(Self::node_err(
+            n,
+            format!("no reduction instruction fits: {last}"),
+        ))
+    }
+
+    fn reduce_with(
+        &mut self,
+        f: &Form,
+        kind: ReduceKind,
+        src: &super::Home,
+        dst: &super::Home,
+    ) -> Result<(), LowerError> {
+        let home = self.home_mem();
+        let (gr, gc) = match f.src.place {
+            Place::Reg(file) => self.e.granule(file),
+            Place::Mem(_) => (256, 512),
+        };
+        let block = match f.shape {
+            Shape::Lanes | Shape::Scalar => 1,
+            _ => gr,
+        };
+        let mean = (kind == ReduceKind::Mean).then(|| 1.0 / src.cols as f64);
+        let combine = match kind {
+            ReduceKind::Sum | ReduceKind::Mean => Ew::Add,
+            ReduceKind::Max => Ew::Max,
+            ReduceKind::Min => Ew::Min,
+        };
+        let mut r = 0;
+        while r < src.rows {
+            let h = block.min(src.rows - r);
+            let mut acc: Option<Val> = None;
+            let mut c = 0;
+            while c < src.cols {
+                let w = gc.min(src.cols - c);
+                let tile = src.tile(home, r, c, h, w);
+                let part = self.reduce_chunk(f, kind, tile, gr, gc).map_err(err)?;
+                acc = Some(match acc {
+                    None => part,
+                    Some(a) => ops::chain(
+                        &mut self.e,
+                        a,
+                        &[Step {
+                            ew: combine,
+                            other: Some(part),
+                            swapped: false,
+                            third: None,
+                        }],
+                    )
+                    .map_err(err)?,
+                });
+                c += w;
+            }
+            let mut v = acc.ok_or_else(|| err("a reduction of no columns"))?;
+            if let Some(k) = mean {
+                let t = self.constant_column(k, h)?;
+                v = ops::chain(
+                    &mut self.e,
+                    v,
+                    &[Step {
+                        ew: Ew::Mul,
+                        other: Some(Val::Mem(t)),
+                        swapped: false,
+                        third: None,
+                    }],
+                )
+                .map_err(err)?;
+            }
+            let to = Loc {
+                place: Place::Mem(home),
+                dtype: dst.dtype,
+            };
+            let d = dst.tile(home, r, 0, h, 1);
+            self.e.to_loc(v, to, Some(&d), Pad::Dense).map_err(err)?;
+            r += h;
+        }
+        Ok(())
+    }
+
+    /// Scalar register `s` broadcast into a register of `file` (`d[i] = s`).
+    fn splat(
+        &mut self,
+        s: RegTile,
+        file: isa_specs::model::RegFileId,
+        gc: i64,
+    ) -> Result<Val, String> {
+        let dt = self.e.m.regfiles[file.index()].dtype;
+        let d = self.e.vreg(file);
+        let mut last = String::new();
+        for w in [1, gc] {
+            let (dtt, dr) = super::emit::Emitter::reg_tensor(file, dt, d, vec![w]);
+            let (st, sr) = super::emit::Emitter::reg_tensor(s.file, s.dtype, s.reg, vec![]);
+            let op = TileOp {
+                tensors: vec![dtt, st],
+                extents: vec![w],
+                target: TileAccess {
+                    tensor: 0,
+                    indices: vec![ix(0)],
+                },
+                op: AssignOp::Set,
+                value: TileExpr::Access(TileAccess {
+                    tensor: 1,
+                    indices: vec![],
+                }),
+            };
+            match self.e.emit(&op, &[dr, sr], None) {
+                Ok(_) => {
+                    return Ok(Val::Reg(RegTile {
+                        file,
+                        dtype: dt,
+                        reg: d,
+                        rows: 1,
+                        cols: 1,
+                    }));
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(format!(
+            "cannot broadcast a scalar register into a vector (`d[i] = s`): {last}"
+        ))
+    }
+
+    /// A `rows` x 1 column of `k` at home (constant data, cached).
+    fn constant_column(&mut self, k: f64, rows: i64) -> Result<MemTile, LowerError> {
+        let key = (crate::ir::ValueId(u32::MAX), format!("column:{k}:{rows}"));
+        if let Some(t) = self.packed.get(&key) {
+            return Ok(t.clone());
+        }
+        let dt = self.act;
+        let h = self.padded(vec![k; rows as usize], rows, 1, dt);
+        let t = h.tile(self.home_mem(), 0, 0, rows, 1);
+        self.packed.insert(key, t.clone());
+        Ok(t)
+    }
+
+    /// A `rows` x `cols` block of the reduction's identity at home (cached).
+    fn identity_block(&mut self, kind: ReduceKind, rows: i64, cols: i64) -> MemTile {
+        let key = (
+            crate::ir::ValueId(u32::MAX),
+            format!("identity:{kind:?}:{rows}x{cols}"),
+        );
+        if let Some(t) = self.packed.get(&key) {
+            return t.clone();
+        }
+        let dt = self.act;
+        let h = self.padded(vec![identity(kind); (rows * cols) as usize], rows, cols, dt);
+        let t = h.tile(self.home_mem(), 0, 0, rows, cols);
+        self.packed.insert(key, t.clone());
+        t
+    }
+
+    /// The reduction of each row of `tile` (`h` x `w` at home), as an `h` x 1 value.
+    fn reduce_chunk(
+        &mut self,
+        f: &Form,
+        kind: ReduceKind,
+        tile: MemTile,
+        gr: i64,
+        gc: i64,
+    ) -> Result<Val, String> {
+        let (h, w) = (tile.rows, tile.cols);
+        // Shapes to try: (result, operand, extents, operand padded to whole registers).
+        let tries: Vec<(Vec<i64>, Vec<i64>, Vec<i64>, bool)> = match f.shape {
+            Shape::MemRows => vec![(vec![h], vec![h, w], vec![h, w], false)],
+            Shape::Rows => {
+                let mut v = Vec::new();
+                for rows in [h, gr] {
+                    for dc in [1, w, gc] {
+                        v.push((vec![rows, dc], vec![rows, w], vec![rows, dc, w], false));
+                    }
+                }
+                v.push((vec![gr, gc], vec![gr, gc], vec![gr, gc, gc], w < gc));
+                v
+            }
+            Shape::Lanes => vec![
+                (vec![w], vec![w], vec![w, w], false),
+                (vec![gc], vec![w], vec![gc, w], false),
+                (vec![gc], vec![gc], vec![gc, gc], w < gc),
+            ],
+            Shape::Scalar => vec![
+                (vec![], vec![w], vec![w], false),
+                (vec![], vec![gc], vec![gc], w < gc),
+            ],
+        };
+        let mut last = "no shape fits".to_owned();
+        for (ds, as_, ext, padded) in tries {
+            let cp = self.e.checkpoint();
+            match self.emit_chunk(f, kind, &tile, &ds, &as_, ext, padded, gc) {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    self.e.rollback(cp);
+                    last = e;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit_chunk(
+        &mut self,
+        f: &Form,
+        kind: ReduceKind,
+        tile: &MemTile,
+        ds: &[i64],
+        as_: &[i64],
+        ext: Vec<i64>,
+        padded: bool,
+        gc: i64,
+    ) -> Result<Val, String> {
+        let (h, w) = (tile.rows, tile.cols);
+        let op = reduce_op(kind);
+        match f.src.place {
+            Place::Mem(_) => {
+                let a = match self
+                    .e
+                    .to_loc(Val::Mem(tile.clone()), f.src, None, Pad::Dense)?
+                {
+                    Val::Mem(t) => t,
+                    Val::Reg(_) => return Err("a tile landed in a register".to_owned()),
+                };
+                self.e.ready(&a)?;
+                let Place::Mem(dm) = f.dst.place else {
+                    return Err("not a memory form".to_owned());
+                };
+                let d = self.e.buffer(dm, f.dst.dtype, h, 1);
+                let (dt, dr) = super::emit::Emitter::mem_tensor(&d, ds.to_vec());
+                let (at, ar) = super::emit::Emitter::mem_tensor(&a, as_.to_vec());
+                self.e
+                    .emit(&red_op(op, f.shape, dt, at, ext), &[dr, ar], Some(f.inst))?;
+                Ok(Val::Mem(d))
+            }
+            Place::Reg(file) => {
+                let land = ops::landing(&self.e, tile.loc(), f.src)
+                    .ok_or_else(|| "no path from the home memory to the registers".to_owned())?;
+                let Place::Mem(lm) = land.place else {
+                    return Err("no landing memory".to_owned());
+                };
+                let staged = self.e.buffer_padded(lm, land.dtype, h, w, Pad::Registers);
+                if padded {
+                    // The identity in every lane first, then the chunk over it.
+                    let full = staged.view(0, 0, h, gc.min(staged.pitch));
+                    let id = self.identity_block(kind, h, full.cols);
+                    let filled = self.e.to_loc(Val::Mem(id), land, Some(&full), Pad::Dense)?;
+                    if let Val::Mem(t) = &filled {
+                        self.e.ready(t)?;
+                    }
+                }
+                let data = self.e.to_loc(
+                    Val::Mem(tile.clone()),
+                    land,
+                    Some(&staged.view(0, 0, h, w)),
+                    Pad::Dense,
+                )?;
+                if let Val::Mem(t) = &data {
+                    self.e.ready(t)?;
+                }
+                let cols = if padded { gc.min(staged.pitch) } else { w };
+                let x = self.e.to_loc(
+                    Val::Mem(staged.view(0, 0, h, cols)),
+                    f.src,
+                    None,
+                    Pad::Dense,
+                )?;
+                let d = self.e.vreg(file);
+                let dfile = match f.dst.place {
+                    Place::Reg(df) => df,
+                    Place::Mem(_) => return Err("not a register form".to_owned()),
+                };
+                let d = if dfile == file { d } else { self.e.vreg(dfile) };
+                let (dt, dr) = super::emit::Emitter::reg_tensor(dfile, f.dst.dtype, d, ds.to_vec());
+                let (at, ar) = x.tensor(as_.to_vec());
+                self.e
+                    .emit(&red_op(op, f.shape, dt, at, ext), &[dr, ar], Some(f.inst))?;
+                let v = RegTile {
+                    file: dfile,
+                    dtype: f.dst.dtype,
+                    reg: d,
+                    rows: h,
+                    cols: 1,
+                };
+                if f.shape == Shape::Scalar {
+                    // Scalars do not move like tiles: broadcast into the operand's file.
+                    return self.splat(v, file, gc);
+                }
+                Ok(Val::Reg(v))
+            }
+        }
+    }
+}
