@@ -5,12 +5,13 @@
 //!   the full width by a product with a row of ones (`s · 1[1, C]`, a
 //!   contraction of depth 1, which every machine with a matrix product has);
 //! - a reduction that drops its dimensions (`keepdims = 0`) keeps them and is
-//!   followed by a `Reshape`.
+//!   followed by a `Reshape`;
+//! - on a machine without a minimum reduction, `min(x)` is `-max(-x)`.
 
-use crate::ir::{Graph, Node, Op, Tensor, TensorType, ValueId};
+use crate::ir::{Graph, Node, Op, ReduceKind, Tensor, TensorType, Unary, ValueId};
 
 /// The graph with the rewrites applied (unchanged when none applies).
-pub fn prepare(g: &Graph) -> Result<Graph, String> {
+pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, String> {
     let mut out = Graph {
         values: g.values.clone(),
         nodes: Vec::with_capacity(g.nodes.len()),
@@ -31,6 +32,35 @@ pub fn prepare(g: &Graph) -> Result<Graph, String> {
                 out.nodes.push(Node {
                     inputs,
                     ..n.clone()
+                });
+            }
+            Op::Reduce {
+                kind: ReduceKind::Min,
+                axes,
+                keepdims,
+            } if !has_min_reduction => {
+                let neg = |g: &mut Graph, step: &str, x: ValueId| {
+                    g.add_node(format!("{}/{step}", n.name), Op::Unary(Unary::Neg), vec![x])
+                };
+                let negated = neg(&mut out, "negated", n.inputs[0])?;
+                let op = Op::Reduce {
+                    kind: ReduceKind::Max,
+                    axes: axes.clone(),
+                    keepdims: true,
+                };
+                let max = out.add_node(format!("{}/max", n.name), op, negated)?;
+                let min = neg(&mut out, "min", max[0])?;
+                let shape = g.ty(n.outputs[0]).shape.clone();
+                let op = if *keepdims {
+                    Op::Identity
+                } else {
+                    Op::Reshape { shape }
+                };
+                out.nodes.push(Node {
+                    name: n.name.clone(),
+                    op,
+                    inputs: min,
+                    outputs: n.outputs.clone(),
                 });
             }
             Op::Reduce {

@@ -229,9 +229,11 @@ struct Lowerer<'a> {
 pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, LowerError> {
     crate::ir::verify(g)
         .map_err(|e| err(format!("the graph fails the IR verifier: {}", e.join("; "))))?;
-    let prepared = canon::prepare(g).map_err(err)?;
-    let g = &prepared;
     let info = Info::new(m).map_err(err)?;
+    let has_min =
+        !reduce::forms(&Emitter::new(m, t.isa(), &info), crate::ir::ReduceKind::Min).is_empty();
+    let prepared = canon::prepare(g, has_min).map_err(err)?;
+    let g = &prepared;
     let home_mem = info.home;
     let loadable = |dt: DType| {
         let here = Loc {
