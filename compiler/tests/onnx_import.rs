@@ -600,7 +600,7 @@ fn unsupported_ops_name_the_op_the_node_and_the_opset() {
     );
     let nodes = vec![
         NodeProto::new("Relu", "", &["x"], &["h"]),
-        NodeProto::new("Softmax", "", &["h"], &["y"]),
+        NodeProto::new("Hardmax", "", &["h"], &["y"]),
     ];
     let e = import_err(&encode(graph(
         nodes,
@@ -610,7 +610,7 @@ fn unsupported_ops_name_the_op_the_node_and_the_opset() {
     )));
     assert_eq!(
         e.to_string(),
-        "unsupported op `Softmax` (node #1, opset 17)"
+        "unsupported op `Hardmax` (node #1, opset 17)"
     );
     let mut node = NodeProto::new("Relu", "r", &["x"], &["y"]);
     node.domain = "com.microsoft".to_owned();

@@ -6,7 +6,12 @@
 //!   contraction of depth 1, which every machine with a matrix product has);
 //! - a reduction that drops its dimensions (`keepdims = 0`) keeps them and is
 //!   followed by a `Reshape`;
-//! - on a machine without a minimum reduction, `min(x)` is `-max(-x)`.
+//! - on a machine without a minimum reduction, `min(x)` is `-max(-x)`;
+//! - `Where` with a constant condition (a mask) is a product with the mask
+//!   plus the other operand's selected values: `x · m + where(c, 0, y)` when
+//!   `y` is constant (exact, also for `y = -inf`, as long as `x` is finite),
+//!   `x · m + y · (1 - m)` when both are computed. A computed condition is
+//!   refused.
 
 use crate::ir::{Graph, Node, Op, ReduceKind, Tensor, TensorType, Unary, ValueId};
 
@@ -82,6 +87,14 @@ pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, String> {
                     outputs: n.outputs.clone(),
                 });
             }
+            Op::Where => {
+                let shape = g.ty(n.outputs[0]).shape.clone();
+                select(&mut out, n, &shape)?;
+                // The last node computes the result: it takes over the output value.
+                if let Some(last) = out.nodes.last_mut() {
+                    last.outputs = n.outputs.clone();
+                }
+            }
             _ => out.nodes.push(n.clone()),
         }
     }
@@ -126,4 +139,69 @@ fn widen(
     };
     let wide = g.add_node(format!("{node}/widen"), Op::MatMul, vec![a, ones])?;
     Ok(Some(wide[0]))
+}
+
+/// `Where(c, x, y)` as products and a sum (see the module doc); adds the
+/// nodes, the last of which computes the result.
+fn select(g: &mut Graph, n: &Node, shape: &[usize]) -> Result<(), String> {
+    let (c, x, y) = (n.inputs[0], n.inputs[1], n.inputs[2]);
+    let Some(cond) = g.constants.get(&c).cloned() else {
+        return Err(format!(
+            "Where node `{}`: a computed condition is not supported (only constant masks)",
+            n.name
+        ));
+    };
+    let elem = g.ty(x).elem;
+    let mask = |g: &mut Graph, name: &str, on: f64, off: f64| {
+        let data = cond
+            .data
+            .iter()
+            .map(|b| if *b != 0.0 { on } else { off })
+            .collect();
+        let ty = TensorType {
+            elem,
+            shape: cond.ty.shape.clone(),
+        };
+        g.add_constant(format!("{}/{name}", n.name), Tensor::new(ty, data))
+    };
+    let (xc, yc) = (g.constants.get(&x).cloned(), g.constants.get(&y).cloned());
+    // Which operand is computed (`a`, selected where the mask is `on`) and what the other adds.
+    let (a, on) = match (&xc, &yc) {
+        (None, _) => (x, 1.0),
+        (Some(_), None) => (y, 0.0),
+        (Some(_), Some(_)) => return Err(format!("Where node `{}` was not folded", n.name)),
+    };
+    let m = mask(g, "mask", on, 1.0 - on);
+    let kept = g.add_node(format!("{}/kept", n.name), Op::Mul, vec![a, m])?;
+    let other = match xc.as_ref().or(yc.as_ref()) {
+        None => {
+            let inv = mask(g, "inverse_mask", 0.0, 1.0);
+            g.add_node(format!("{}/other", n.name), Op::Mul, vec![y, inv])?[0]
+        }
+        Some(k) => {
+            // The constant where it is selected, 0 elsewhere, at the result's shape.
+            let selected_when = if xc.is_some() { 1.0 } else { 0.0 };
+            let cs = crate::lower::broadcast_offsets(&cond.ty.shape, shape);
+            let ks = crate::lower::broadcast_offsets(&k.ty.shape, shape);
+            let data = cs
+                .iter()
+                .zip(&ks)
+                .map(|(&ci, &ki)| {
+                    let on_x = cond.data[ci] != 0.0;
+                    if f64::from(u8::from(on_x)) == selected_when {
+                        k.data[ki]
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let ty = TensorType {
+                elem,
+                shape: shape.to_vec(),
+            };
+            g.add_constant(format!("{}/selected", n.name), Tensor::new(ty, data))
+        }
+    };
+    g.add_node(n.name.clone(), Op::Add, vec![kept[0], other])?;
+    Ok(())
 }

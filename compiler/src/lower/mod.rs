@@ -28,6 +28,7 @@
 //! and the generated tables.
 
 mod canon;
+mod copy;
 pub mod emit;
 pub mod machine;
 mod matmul;
@@ -463,6 +464,20 @@ impl Lowerer<'_> {
                     ));
                 }
                 Op::Transpose { perm } if perm.iter().enumerate().all(|(i, p)| i == *p) => continue,
+                Op::Slice { starts, steps, .. } => {
+                    let before = self.e.code.len();
+                    self.slice(n, starts, steps)?;
+                    self.regions
+                        .push((format!("Slice({})", n.name), self.e.code.len() - before));
+                    continue;
+                }
+                Op::Concat { axis } => {
+                    let before = self.e.code.len();
+                    self.concat(n, *axis)?;
+                    self.regions
+                        .push((format!("Concat({})", n.name), self.e.code.len() - before));
+                    continue;
+                }
                 Op::Reduce { kind, axes, .. } => {
                     let before = self.e.code.len();
                     self.reduce(n, *kind, axes)?;

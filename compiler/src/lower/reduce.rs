@@ -136,6 +136,10 @@ pub fn forms(e: &super::emit::Emitter, kind: ReduceKind) -> Vec<Form> {
     out
 }
 
+/// Shapes of one attempt: result, operand, index extents, and whether the
+/// operand is padded to whole registers.
+type Try = (Vec<i64>, Vec<i64>, Vec<i64>, bool);
+
 /// The identity of a reduction.
 fn identity(kind: ReduceKind) -> f64 {
     match kind {
@@ -419,7 +423,7 @@ impl Lowerer<'_> {
     ) -> Result<Val, String> {
         let (h, w) = (tile.rows, tile.cols);
         // Shapes to try: (result, operand, extents, operand padded to whole registers).
-        let tries: Vec<(Vec<i64>, Vec<i64>, Vec<i64>, bool)> = match f.shape {
+        let tries: Vec<Try> = match f.shape {
             Shape::MemRows => vec![(vec![h], vec![h, w], vec![h, w], false)],
             Shape::Rows => {
                 let mut v = Vec::new();

@@ -759,38 +759,6 @@ fn constant_tensor(cx: &NodeCx) -> Result<Tensor, ImportError> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::reshape_shape;
-
-    #[test]
-    fn reshape_copies_zeros_and_infers_minus_one() {
-        assert_eq!(reshape_shape(&[2, 3, 4], &[0, -1], false), Ok(vec![2, 12]));
-        assert_eq!(reshape_shape(&[2, 3, 4], &[-1], false), Ok(vec![24]));
-        assert_eq!(
-            reshape_shape(&[2, 3, 4], &[4, 0, 2], false),
-            Ok(vec![4, 3, 2])
-        );
-        assert_eq!(reshape_shape(&[0, 3], &[3, 0], true), Ok(vec![3, 0]));
-        assert_eq!(reshape_shape(&[6], &[], false).map_err(|_| ()), Err(()));
-        assert_eq!(reshape_shape(&[1], &[], false), Ok(vec![]));
-    }
-
-    #[test]
-    fn reshape_refuses_what_onnx_refuses() {
-        let err = |input: &[usize], spec: &[i64], allowzero| {
-            reshape_shape(input, spec, allowzero).expect_err("refused")
-        };
-        assert!(err(&[6], &[-1, -1], false).contains("more than one -1"));
-        assert!(err(&[6], &[4, -1], false).contains("do not divide"));
-        assert!(err(&[6], &[0, 0], false).contains("does not have"));
-        assert!(err(&[6], &[-2, 3], false).contains("invalid dimension -2"));
-        assert!(err(&[0], &[0, -1], true).contains("both 0 and -1"));
-        assert!(err(&[6], &[i64::MAX, i64::MAX], false).contains("too large"));
-        assert!(err(&[6], &[5], false).contains("cannot reshape"));
-    }
-}
-
 // ---- Reductions, normalisations, slicing and joining ----
 
 /// An axis in `-rank..rank`, resolved.
@@ -1105,4 +1073,36 @@ fn where_(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
         .map(|i| input(imp, cx, i))
         .collect::<Result<_, _>>()?;
     add(imp, cx, "", Op::Where, xs).map(Lowered::Value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reshape_shape;
+
+    #[test]
+    fn reshape_copies_zeros_and_infers_minus_one() {
+        assert_eq!(reshape_shape(&[2, 3, 4], &[0, -1], false), Ok(vec![2, 12]));
+        assert_eq!(reshape_shape(&[2, 3, 4], &[-1], false), Ok(vec![24]));
+        assert_eq!(
+            reshape_shape(&[2, 3, 4], &[4, 0, 2], false),
+            Ok(vec![4, 3, 2])
+        );
+        assert_eq!(reshape_shape(&[0, 3], &[3, 0], true), Ok(vec![3, 0]));
+        assert_eq!(reshape_shape(&[6], &[], false).map_err(|_| ()), Err(()));
+        assert_eq!(reshape_shape(&[1], &[], false), Ok(vec![]));
+    }
+
+    #[test]
+    fn reshape_refuses_what_onnx_refuses() {
+        let err = |input: &[usize], spec: &[i64], allowzero| {
+            reshape_shape(input, spec, allowzero).expect_err("refused")
+        };
+        assert!(err(&[6], &[-1, -1], false).contains("more than one -1"));
+        assert!(err(&[6], &[4, -1], false).contains("do not divide"));
+        assert!(err(&[6], &[0, 0], false).contains("does not have"));
+        assert!(err(&[6], &[-2, 3], false).contains("invalid dimension -2"));
+        assert!(err(&[0], &[0, -1], true).contains("both 0 and -1"));
+        assert!(err(&[6], &[i64::MAX, i64::MAX], false).contains("too large"));
+        assert!(err(&[6], &[5], false).contains("cannot reshape"));
+    }
 }

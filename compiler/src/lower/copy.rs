@@ -1,0 +1,267 @@
+//! Data movement between tensors at home: `Slice` (and `Split`, which is
+//! slices) gathers rows of its input, `Concat` places each input's rows in
+//! its result. Rows are moved through on-chip memory by the machine's copy
+//! instructions, a whole block at a time where the rows are evenly spaced,
+//! else row by row.
+
+use super::emit::{Base, MemTile, Pad, Val};
+use super::machine::{Loc, Place};
+use super::{Home, LowerError, Lowerer, err};
+use crate::ir::Node;
+
+/// Row-major strides of the leading dimensions of a shape (the rows of its matrix view).
+fn row_strides(shape: &[usize]) -> Vec<i64> {
+    let lead = &shape[..shape.len().saturating_sub(1)];
+    let mut s = vec![1i64; lead.len()];
+    for d in (0..lead.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * lead[d + 1] as i64;
+    }
+    s
+}
+
+/// Every multi-index of the leading dimensions of `shape`, in row order.
+fn row_indices(shape: &[usize]) -> Vec<Vec<i64>> {
+    let lead = &shape[..shape.len().saturating_sub(1)];
+    let n: usize = lead.iter().product();
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0i64; lead.len()];
+    for _ in 0..n {
+        out.push(idx.clone());
+        for d in (0..lead.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < lead[d] as i64 {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+/// The step of an evenly spaced, increasing run (a single row counts as step 1).
+fn even_step(rows: &[i64]) -> Option<i64> {
+    match rows {
+        [] | [_] => Some(1),
+        [a, b, ..] => {
+            let s = b - a;
+            (s > 0 && rows.windows(2).all(|w| w[1] - w[0] == s)).then_some(s)
+        }
+    }
+}
+
+impl Lowerer<'_> {
+    /// `Slice`: output row `i` is input row `f(i)`, from column `starts[last]`.
+    pub(super) fn slice(
+        &mut self,
+        n: &Node,
+        starts: &[i64],
+        steps: &[i64],
+    ) -> Result<(), LowerError> {
+        let g = self.g;
+        let (x, out) = (n.inputs[0], n.outputs[0]);
+        let (xs, os) = (g.ty(x).shape.clone(), g.ty(out).shape.clone());
+        if os.iter().product::<usize>() == 0 {
+            return Ok(());
+        }
+        let r = xs.len();
+        if r == 0 || steps[r - 1] != 1 {
+            return Err(Self::node_err(
+                n,
+                "a slice with a step along the last dimension is not supported yet",
+            ));
+        }
+        let st = row_strides(&xs);
+        let pairs: Vec<(i64, i64)> = row_indices(&os)
+            .into_iter()
+            .enumerate()
+            .map(|(i, idx)| {
+                let src = idx
+                    .iter()
+                    .enumerate()
+                    .map(|(d, k)| (starts[d] + k * steps[d]) * st[d])
+                    .sum();
+                (src, i as i64)
+            })
+            .collect();
+        let (src, dst) = (self.home_of(x)?, self.home_of(out)?);
+        self.copy_rows(
+            &src,
+            &dst,
+            &pairs,
+            starts[r - 1],
+            0,
+            *os.last().unwrap_or(&1) as i64,
+        )
+    }
+
+    /// `Concat`: each input's rows go to their place in the result.
+    pub(super) fn concat(&mut self, n: &Node, axis: usize) -> Result<(), LowerError> {
+        let g = self.g;
+        let out = n.outputs[0];
+        let os = g.ty(out).shape.clone();
+        let r = os.len();
+        let ost = row_strides(&os);
+        let dst = self.home_of(out)?;
+        let mut offset = 0i64;
+        for &x in &n.inputs {
+            let xs = g.ty(x).shape.clone();
+            let extent = xs[axis] as i64;
+            if xs.iter().product::<usize>() == 0 {
+                offset += extent;
+                continue;
+            }
+            if g.constants.contains_key(&x) {
+                return Err(Self::node_err(n, "joining a constant is not supported yet"));
+            }
+            let pairs: Vec<(i64, i64)> = row_indices(&xs)
+                .into_iter()
+                .enumerate()
+                .map(|(j, idx)| {
+                    let at = idx
+                        .iter()
+                        .enumerate()
+                        .map(|(d, k)| (k + if d == axis { offset } else { 0 }) * ost[d])
+                        .sum();
+                    (j as i64, at)
+                })
+                .collect();
+            let col = if axis + 1 == r { offset } else { 0 };
+            let src = self.home_of(x)?;
+            self.copy_rows(&src, &dst, &pairs, 0, col, *xs.last().unwrap_or(&1) as i64)?;
+            offset += extent;
+        }
+        Ok(())
+    }
+
+    fn home_of(&self, v: crate::ir::ValueId) -> Result<Home, LowerError> {
+        self.homes.get(&v).cloned().ok_or_else(|| {
+            err(format!(
+                "`{}` has no place at home",
+                self.g.values[v.index()].name
+            ))
+        })
+    }
+
+    /// A home tile of `h` rows from row `row`, `step` rows apart.
+    fn rows_tile(&self, home: &Home, row: i64, step: i64, c: i64, h: i64, w: i64) -> MemTile {
+        MemTile {
+            mem: self.home_mem(),
+            dtype: home.dtype,
+            base: Base::Fixed(home.addr),
+            offset: ((row * home.pitch + c) as u64) * home.dtype.bytes(),
+            rows: h,
+            cols: w,
+            pitch: home.pitch * step,
+            ready: None,
+        }
+    }
+
+    /// Copies `cols` columns of rows `(from, to)` of `src` (from column `c0`) to `dst` (from column `d0`).
+    fn copy_rows(
+        &mut self,
+        src: &Home,
+        dst: &Home,
+        pairs: &[(i64, i64)],
+        c0: i64,
+        d0: i64,
+        cols: i64,
+    ) -> Result<(), LowerError> {
+        let home = self.home_mem();
+        let land = self
+            .info
+            .copies
+            .iter()
+            .find(|cp| {
+                cp.from
+                    == Loc {
+                        place: Place::Mem(home),
+                        dtype: src.dtype,
+                    }
+                    && matches!(cp.to.place, Place::Mem(_))
+            })
+            .map(|cp| cp.to)
+            .ok_or_else(|| err("nothing loads from the home memory"))?;
+        let Place::Mem(lm) = land.place else {
+            return Err(err("no landing memory"));
+        };
+        let to = Loc {
+            place: Place::Mem(home),
+            dtype: dst.dtype,
+        };
+        // Transfers at home start aligned; an unaligned column offset would need
+        // a shift on chip, which is not done yet.
+        let align = self.info.home_align;
+        for (what, at, h) in [("source", c0, src), ("destination", d0, dst)] {
+            if !(at as u64 * h.dtype.bytes()).is_multiple_of(align) {
+                return Err(err(format!(
+                    "the {what} starts at column {at}, not on a {align}-byte boundary the \
+                     machine's transfers need; unaligned column offsets are not supported yet"
+                )));
+            }
+        }
+        let w_max = cols.min(512);
+        let budget =
+            (self.tile_budget() / 4 / (w_max * land.dtype.bytes() as i64).max(1)).clamp(1, 64);
+        for block in pairs.chunks(budget as usize) {
+            let h = block.len() as i64;
+            let froms: Vec<i64> = block.iter().map(|p| p.0).collect();
+            let tos: Vec<i64> = block.iter().map(|p| p.1).collect();
+            let mut c = 0;
+            while c < cols {
+                let w = w_max.min(cols - c);
+                let buf = self.e.buffer_padded(lm, land.dtype, h, w, Pad::Aligned);
+                let mut loaded = Vec::new();
+                match even_step(&froms) {
+                    Some(s) => {
+                        let t = self.rows_tile(src, froms[0], s, c0 + c, h, w);
+                        loaded.push(
+                            self.e
+                                .to_loc(Val::Mem(t), land, Some(&buf), Pad::Dense)
+                                .map_err(err)?,
+                        );
+                    }
+                    None => {
+                        for (i, &f) in froms.iter().enumerate() {
+                            let t = self.rows_tile(src, f, 1, c0 + c, 1, w);
+                            let v = self.e.to_loc(
+                                Val::Mem(t),
+                                land,
+                                Some(&buf.view(i as i64, 0, 1, w)),
+                                Pad::Dense,
+                            );
+                            loaded.push(v.map_err(err)?);
+                        }
+                    }
+                }
+                for v in &loaded {
+                    if let Val::Mem(t) = v {
+                        self.e.ready(t).map_err(err)?;
+                    }
+                }
+                match even_step(&tos) {
+                    Some(s) => {
+                        let d = self.rows_tile(dst, tos[0], s, d0 + c, h, w);
+                        self.e
+                            .to_loc(Val::Mem(buf.clone()), to, Some(&d), Pad::Dense)
+                            .map_err(err)?;
+                    }
+                    None => {
+                        for (i, &t) in tos.iter().enumerate() {
+                            let d = self.rows_tile(dst, t, 1, d0 + c, 1, w);
+                            self.e
+                                .to_loc(
+                                    Val::Mem(buf.view(i as i64, 0, 1, w)),
+                                    to,
+                                    Some(&d),
+                                    Pad::Dense,
+                                )
+                                .map_err(err)?;
+                        }
+                    }
+                }
+                c += w;
+            }
+        }
+        Ok(())
+    }
+}
