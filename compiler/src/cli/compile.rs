@@ -99,6 +99,7 @@ fn model_from_bytes(
     dims: &[(String, usize)],
 ) -> anyhow::Result<Option<Graph>> {
     let options = compiler::onnx::ImportOptions {
+        constants: Default::default(),
         dims: dims.iter().cloned().collect(),
     };
     let mut g = match compiler::onnx::import_with(bytes, &options) {

@@ -40,7 +40,7 @@ pub enum ImportError {
     NoGraph,
     /// The model imports no version of the default (`ai.onnx`) operator set.
     NoOpset,
-    /// The model imports a version of the default operator set outside 7..=21.
+    /// The model imports a version of the default operator set outside 7..=25.
     UnsupportedOpset {
         /// The version.
         version: i64,
@@ -160,7 +160,7 @@ impl ImportError {
         Some(match self {
             ImportError::Decode(_) => "is the file an ONNX model (a serialized ModelProto)?",
             ImportError::UnsupportedOpset { .. } => {
-                "convert the model to an opset in 7..=21 (onnx.version_converter)"
+                "convert the model to an opset in 7..=25 (onnx.version_converter)"
             }
             ImportError::UnsupportedOp { .. } | ImportError::UnsupportedDomain { .. } => {
                 "supported ops: MatMul, Gemm, Add, Sub, Mul, Div, Pow (constant exponent), Max, Min, Relu, Gelu, Exp, Log, \
@@ -192,7 +192,7 @@ impl fmt::Display for ImportError {
             }
             ImportError::UnsupportedOpset { version } => write!(
                 f,
-                "unsupported opset {version} of the default domain (supported: 7 to 21)"
+                "unsupported opset {version} of the default domain (supported: 7 to 25)"
             ),
             ImportError::UnsupportedDomain {
                 node,

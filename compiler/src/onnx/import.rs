@@ -15,13 +15,17 @@ use super::{ImportError, ops};
 use crate::ir::{Graph, Tensor, TensorType, ValueId};
 
 /// The versions of the default operator set the importer supports.
-pub const OPSETS: RangeInclusive<i64> = 7..=21;
+pub const OPSETS: RangeInclusive<i64> = 7..=25;
 
 /// Choices the model leaves to the caller.
 #[derive(Clone, Debug, Default)]
 pub struct ImportOptions {
     /// Sizes of symbolic input dimensions (`dim_param`), e.g. `batch = 1`.
     pub dims: HashMap<String, usize>,
+    /// Graph inputs whose values are known when compiling (shape tensors,
+    /// axes, slice bounds fed as inputs): they become constants and are no
+    /// longer inputs of the graph. The value must have the input's type.
+    pub constants: HashMap<String, Tensor>,
 }
 
 /// Imports a serialized ONNX model (`ModelProto`) with every input shape static.
@@ -186,6 +190,17 @@ impl Importer {
                 });
             }
             let ty = input_type(vi, options)?;
+            if let Some(t) = options.constants.get(&vi.name) {
+                if t.ty != ty {
+                    return Err(ImportError::Input {
+                        name: vi.name.clone(),
+                        message: format!("is {ty}, the value given for it is {}", t.ty),
+                    });
+                }
+                let id = self.g.add_constant(vi.name.clone(), t.clone());
+                self.bind(&vi.name, id, false)?;
+                continue;
+            }
             let id = self.g.add_value(vi.name.clone(), ty);
             self.g.inputs.push(id);
             self.bind(&vi.name, id, false)?;

@@ -1,7 +1,7 @@
 //! The ONNX frontend: models (protobuf, decoded with `prost` into the message
 //! structs of [`proto`]) to the graph IR, and ONNX tensor files to IR tensors.
 //!
-//! [`import`] decodes a model, checks the default-domain opset (7 to 21),
+//! [`import`] decodes a model, checks the default-domain opset (7 to 25),
 //! makes initializers constants and the other graph inputs typed values (every
 //! dimension static: symbolic ones are bound by [`ImportOptions`]), and lowers
 //! the nodes in order into canonical IR ops with their shapes inferred.
