@@ -7,6 +7,9 @@
 //! - a reduction that drops its dimensions (`keepdims = 0`) keeps them and is
 //!   followed by a `Reshape`;
 //! - on a machine without a minimum reduction, `min(x)` is `-max(-x)`;
+//! - a transpose that moves the last dimension and others is a permutation of
+//!   the rows (the last dimension kept), a swap of the last two dimensions,
+//!   and another permutation of the rows;
 //! - `Where` with a constant condition (a mask) is a product with the mask
 //!   plus the other operand's selected values: `x · m + where(c, 0, y)` when
 //!   `y` is constant (exact, also for `y = -inf`, as long as `x` is finite),
@@ -84,6 +87,38 @@ pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, String> {
                     name: n.name.clone(),
                     op: Op::Reshape { shape },
                     inputs: kept,
+                    outputs: n.outputs.clone(),
+                });
+            }
+            Op::Transpose { perm }
+                if perm.len() > 2
+                    && perm[perm.len() - 1] != perm.len() - 1
+                    && !swaps_last_two(perm) =>
+            {
+                let r = perm.len();
+                let j = perm[r - 1];
+                // First: every other leading dimension in order, then j, the last kept.
+                let mut q: Vec<usize> = (0..r - 1).filter(|d| *d != j).collect();
+                q.push(j);
+                q.push(r - 1);
+                let mut swap: Vec<usize> = (0..r).collect();
+                swap.swap(r - 2, r - 1);
+                // After both, position k holds input dimension `order[k]`.
+                let mut order = q.clone();
+                order.swap(r - 2, r - 1);
+                let last: Vec<usize> = perm
+                    .iter()
+                    .map(|p| order.iter().position(|o| o == p).unwrap_or(0))
+                    .collect();
+                let mut x = n.inputs[0];
+                for (k, p) in [q, swap].into_iter().enumerate() {
+                    let op = Op::Transpose { perm: p };
+                    x = out.add_node(format!("{}/step{k}", n.name), op, vec![x])?[0];
+                }
+                out.nodes.push(Node {
+                    name: n.name.clone(),
+                    op: Op::Transpose { perm: last },
+                    inputs: vec![x],
                     outputs: n.outputs.clone(),
                 });
             }
@@ -204,4 +239,13 @@ fn select(g: &mut Graph, n: &Node, shape: &[usize]) -> Result<(), String> {
     };
     g.add_node(n.name.clone(), Op::Add, vec![kept[0], other])?;
     Ok(())
+}
+
+/// Whether a permutation swaps the last two dimensions and keeps the others.
+fn swaps_last_two(perm: &[usize]) -> bool {
+    let r = perm.len();
+    r >= 2
+        && perm[..r - 2].iter().enumerate().all(|(i, p)| i == *p)
+        && perm[r - 2] == r - 1
+        && perm[r - 1] == r - 2
 }

@@ -94,6 +94,29 @@ impl Lowerer<'_> {
         )
     }
 
+    /// A transpose that keeps the last dimension: output row `i` is the input
+    /// row at the permuted index.
+    pub(super) fn permute_rows(&mut self, n: &Node, perm: &[usize]) -> Result<(), LowerError> {
+        let g = self.g;
+        let (x, out) = (n.inputs[0], n.outputs[0]);
+        let (xs, os) = (g.ty(x).shape.clone(), g.ty(out).shape.clone());
+        if os.iter().product::<usize>() == 0 {
+            return Ok(());
+        }
+        let st = row_strides(&xs);
+        let pairs: Vec<(i64, i64)> = row_indices(&os)
+            .into_iter()
+            .enumerate()
+            .map(|(i, idx)| {
+                // Output dimension d is input dimension perm[d].
+                let src = idx.iter().enumerate().map(|(d, k)| k * st[perm[d]]).sum();
+                (src, i as i64)
+            })
+            .collect();
+        let (src, dst) = (self.home_of(x)?, self.home_of(out)?);
+        self.copy_rows(&src, &dst, &pairs, 0, 0, *os.last().unwrap_or(&1) as i64)
+    }
+
     /// `Concat`: each input's rows go to their place in the result.
     pub(super) fn concat(&mut self, n: &Node, axis: usize) -> Result<(), LowerError> {
         let g = self.g;

@@ -31,6 +31,9 @@ impl Lowerer<'_> {
                 .cloned()
                 .ok_or_else(|| err("output without a home"))?,
         );
+        if rank >= 1 && perm[rank - 1] == rank - 1 {
+            return self.permute_rows(n, perm);
+        }
         if !swaps_last_two {
             return Err(Self::node_err(
                 n,

@@ -1,0 +1,134 @@
+//! Slice, Split, Concat, Where and Transpose compile for every shipped
+//! target that can move the data, run on its simulator and match the
+//! reference interpreter; the others refuse with the reason.
+
+mod onnx_util;
+
+use compiler::onnx::proto::{AttributeProto, NodeProto, TensorProto};
+use onnx_util::{encode, graph, import_ok, input};
+
+fn build(
+    nodes: Vec<NodeProto>,
+    x: &[i64],
+    outs: &[&str],
+    inits: Vec<TensorProto>,
+) -> compiler::ir::Graph {
+    let mut g = import_ok(&encode(graph(nodes, vec![input("x", x)], outs, inits)));
+    compiler::interp::fold_constants(&mut g);
+    g
+}
+
+/// Runs `g` on every target; a target may refuse only with a message containing one of `may_refuse`.
+fn check(g: &compiler::ir::Graph, what: &str, may_refuse: &[&str]) -> Vec<&'static str> {
+    let inputs = compiler::run::random_inputs(g, 5);
+    let mut ran = Vec::new();
+    for t in targets::all() {
+        match compiler::run::run(t, t.machine(), g, &inputs, None) {
+            Ok(r) => {
+                assert!(
+                    r.checks.iter().all(|c| c.ok),
+                    "{what} on {}: {:?}",
+                    t.name(),
+                    r.checks
+                );
+                ran.push(t.name());
+            }
+            Err(compiler::run::RunError::Lower(e))
+                if may_refuse.iter().any(|s| e.to_string().contains(s)) => {}
+            Err(e) => panic!("{what} on {}: {e}", t.name()),
+        }
+    }
+    ran
+}
+
+fn relu() -> NodeProto {
+    NodeProto::new("Relu", "relu", &["x"], &["r"])
+}
+
+#[test]
+fn slices_with_steps_along_leading_dimensions_run_everywhere() {
+    let s = NodeProto::new("Slice", "s", &["r", "st", "en", "ax", "sp"], &["y"]);
+    let i = |n: &str, v: &[i64]| TensorProto::from_i64(n, &[v.len() as i64], v);
+    let g = build(
+        vec![relu(), s],
+        &[4, 7, 16],
+        &["y"],
+        vec![
+            i("st", &[3, 1]),
+            i("en", &[0, 7]),
+            i("ax", &[0, 1]),
+            i("sp", &[-2, 2]),
+        ],
+    );
+    assert_eq!(check(&g, "slice", &[]).len(), targets::all().len());
+}
+
+#[test]
+fn split_and_concat_at_aligned_columns_run_everywhere() {
+    // 3 x 16 f32 columns: 64-byte parts, on every machine's transfer alignment.
+    let split = NodeProto::new("Split", "sp", &["x", "parts"], &["a", "b", "c"])
+        .with(AttributeProto::int("axis", -1));
+    let add = NodeProto::new("Add", "add", &["a", "c"], &["ac"]);
+    let cat = NodeProto::new("Concat", "cat", &["ac", "b", "ac"], &["y"])
+        .with(AttributeProto::int("axis", -1));
+    let cat0 =
+        NodeProto::new("Concat", "cat0", &["b", "ac"], &["z"]).with(AttributeProto::int("axis", 0));
+    let g = build(
+        vec![split, add, cat, cat0],
+        &[5, 48],
+        &["y", "z"],
+        vec![TensorProto::from_i64("parts", &[3], &[16, 16, 16])],
+    );
+    assert_eq!(check(&g, "split/concat", &[]).len(), targets::all().len());
+}
+
+#[test]
+fn an_unaligned_column_slice_is_refused_with_the_reason_where_transfers_need_alignment() {
+    let s = NodeProto::new("Slice", "s", &["r", "st", "en", "ax"], &["y"]);
+    let i = |n: &str, v: i64| TensorProto::from_i64(n, &[1], &[v]);
+    let g = build(
+        vec![relu(), s],
+        &[6, 40],
+        &["y"],
+        vec![i("st", 5), i("en", 18), i("ax", 1)],
+    );
+    // systolic-os moves 2-byte-aligned tiles; the others need 32 or 64 bytes.
+    assert_eq!(check(&g, "unaligned slice", &["not on a"]), ["systolic-os"]);
+}
+
+#[test]
+fn where_with_a_constant_mask_runs_everywhere() {
+    let mask: Vec<u8> = (0..64).map(|i| u8::from(i % 8 <= i / 8)).collect();
+    let m = TensorProto::from_raw(
+        "m",
+        compiler::onnx::proto::tensor_proto::DataType::Bool,
+        &[8, 8],
+        mask,
+    );
+    let lo = TensorProto::from_f32("lo", &[], &[-1e9]);
+    // A constant other operand (a causal mask), and two computed ones.
+    let w1 = NodeProto::new("Where", "w1", &["m", "x", "lo"], &["y"]);
+    let w2 = NodeProto::new("Where", "w2", &["m", "r", "x"], &["z"]);
+    let g = build(vec![relu(), w1, w2], &[8, 8], &["y", "z"], vec![m, lo]);
+    assert_eq!(check(&g, "where", &[]).len(), targets::all().len());
+}
+
+#[test]
+fn every_transpose_of_three_dimensions_runs_where_rows_can_be_transposed() {
+    let perms = [[0, 2, 1], [1, 0, 2], [2, 0, 1], [2, 1, 0], [1, 2, 0]];
+    for p in perms {
+        let t =
+            NodeProto::new("Transpose", "t", &["r"], &["y"]).with(AttributeProto::ints("perm", &p));
+        let g = build(vec![relu(), t], &[3, 4, 8], &["y"], vec![]);
+        let ran = check(&g, &format!("perm {p:?}"), &["lacks a transposing copy"]);
+        // Keeping the last dimension is a permutation of rows: every machine.
+        if p[2] == 2 {
+            assert_eq!(ran.len(), targets::all().len(), "{p:?}");
+        } else {
+            assert!(
+                ran.contains(&"vliw-systolic") && ran.contains(&"systolic-os"),
+                "{p:?}: {ran:?}"
+            );
+        }
+    }
+}
