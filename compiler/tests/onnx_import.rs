@@ -562,9 +562,49 @@ fn symbolic_dimensions_are_bound_by_the_caller() {
     assert!(e.help().is_some());
     let options = ImportOptions {
         dims: HashMap::from([("batch".to_owned(), 8)]),
+        ..Default::default()
     };
     let g = import_with(&bytes, &options).expect("bound");
     assert_eq!(shape(&g, "y"), vec![8, 4]);
+}
+
+#[test]
+fn inputs_known_when_compiling_become_constants() {
+    use compiler::ir::TensorType;
+    // Reshape's shape fed as a graph input, as ONNX's node tests do.
+    let node = NodeProto::new("Reshape", "r", &["x", "shape"], &["y"]);
+    let shape_in = ValueInfoProto::tensor("shape", DataType::Int64, &[2]);
+    let bytes = encode(graph(
+        vec![node],
+        vec![input("x", &[2, 6]), shape_in],
+        &["y"],
+        vec![],
+    ));
+    assert!(matches!(
+        import_err(&bytes),
+        ImportError::NotConstant { .. }
+    ));
+    let value = |shape: Vec<usize>, data: Vec<f64>| {
+        let ty = TensorType {
+            elem: ElemType::I64,
+            shape,
+        };
+        Tensor::new(ty, data)
+    };
+    let options = ImportOptions {
+        constants: HashMap::from([("shape".to_owned(), value(vec![2], vec![3.0, 4.0]))]),
+        ..Default::default()
+    };
+    let g = import_with(&bytes, &options).expect("bound");
+    assert_eq!(shape(&g, "y"), vec![3, 4]);
+    assert_eq!(g.inputs.len(), 1, "the bound input is no longer an input");
+    // A value of another type is refused, naming the input.
+    let options = ImportOptions {
+        constants: HashMap::from([("shape".to_owned(), value(vec![3], vec![3.0, 4.0, 1.0]))]),
+        ..Default::default()
+    };
+    let e = import_with(&bytes, &options).expect_err("wrong shape");
+    assert!(e.to_string().contains("shape"), "{e}");
 }
 
 #[test]
@@ -622,20 +662,20 @@ fn unsupported_ops_name_the_op_the_node_and_the_opset() {
 }
 
 #[test]
-fn opsets_outside_7_to_21_are_refused() {
+fn opsets_outside_7_to_25_are_refused() {
     let g = graph(
         vec![NodeProto::new("Relu", "r", &["x"], &["y"])],
         vec![input("x", &[3])],
         &["y"],
         vec![],
     );
-    for opset in [7, 13, 21] {
+    for opset in [7, 13, 21, 25] {
         assert!(
             import(&ModelProto::with_graph(g.clone(), opset).encode_to_vec()).is_ok(),
             "{opset}"
         );
     }
-    for opset in [1, 6, 22, 1000] {
+    for opset in [1, 6, 26, 1000] {
         let e = import_err(&ModelProto::with_graph(g.clone(), opset).encode_to_vec());
         assert!(
             matches!(e, ImportError::UnsupportedOpset { version } if version == opset),
