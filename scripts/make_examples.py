@@ -12,7 +12,7 @@ model this writes
 in the ONNX backend-test layout (TensorProto files). The outputs are also
 checked against a float64 numpy evaluation of the same model.
 
-Usage: python3 scripts/make_examples.py [--out DIR]
+Usage: python3 scripts/make_examples.py [--out DIR] [--large DIR]
 Needs: pip install onnx onnxruntime numpy
 """
 
@@ -132,23 +132,128 @@ def matmul_bias_relu(name, d, seed):
     return b, b.model(d, y, d, f"3 x (MatMul {d}x{d} + Add + Relu)."), d
 
 
+def layer_norm(x, g, b, eps=1e-5):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(v + eps) * g + b
+
+
+class Gpt2Block:
+    """A GPT-2 transformer block (pre-LayerNorm), as PyTorch exports it at opset 17.
+
+    LayerNormalization, the fused QKV projection and Split, heads by Reshape and
+    Transpose, scaled dot products, a causal mask by Where, Softmax, the output
+    projection and residual, then LayerNormalization, the MLP with GELU (tanh
+    form, written out with Pow and Tanh as GPT-2's code does) and the residual.
+    """
+
+    def __init__(self, name, d, heads, seq, seed):
+        self.name, self.d, self.heads, self.seq = name, d, heads, seq
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.w = [], [], {}
+
+    def const(self, name, array):
+        array = np.asarray(array)
+        self.inits.append(numpy_helper.from_array(array, name=name))
+        self.w[name] = array
+        return name
+
+    def node(self, op, inputs, outputs, **attrs):
+        outputs = [outputs] if isinstance(outputs, str) else outputs
+        self.nodes.append(helper.make_node(op, inputs, outputs, name=outputs[0], **attrs))
+        return outputs[0]
+
+    def weight(self, *shape):
+        return (self.rng.standard_normal(shape) * 0.02).astype(np.float32)
+
+    def build(self):
+        d, H, S = self.d, self.heads, self.seq
+        dh = d // H
+        f32 = lambda x: np.array(x, dtype=np.float32)
+        i64 = lambda x: np.array(x, dtype=np.int64)
+        n, c = self.node, self.const
+        ln = lambda x, i: n("LayerNormalization", [x, c(f"ln_{i}.weight", (1 + 0.1 * self.rng.standard_normal(d)).astype(np.float32)), c(f"ln_{i}.bias", self.weight(d))], f"ln_{i}", axis=-1, epsilon=1e-5)
+        linear = lambda x, name, fi, fo: n("Add", [n("MatMul", [x, c(f"{name}.weight", self.weight(fi, fo))], f"{name}.matmul"), c(f"{name}.bias", self.weight(fo))], name)
+        h = ln("input", 1)
+        qkv = linear(h, "attn.c_attn", d, 3 * d)
+        n("Split", [qkv, c("attn.split", i64([d, d, d]))], ["q", "k", "v"], axis=-1)
+        heads = c("attn.heads", i64([1, S, H, dh]))
+        q = n("Transpose", [n("Reshape", ["q", heads], "q.heads")], "q.t", perm=[0, 2, 1, 3])
+        k = n("Transpose", [n("Reshape", ["k", heads], "k.heads")], "k.t", perm=[0, 2, 3, 1])
+        v = n("Transpose", [n("Reshape", ["v", heads], "v.heads")], "v.t", perm=[0, 2, 1, 3])
+        s = n("Mul", [n("MatMul", [q, k], "attn.scores"), c("attn.scale", f32(1 / np.sqrt(dh)))], "attn.scaled")
+        s = n("Where", [c("attn.causal", np.tril(np.ones((S, S), dtype=bool))), s, c("attn.masked", f32(-1e9))], "attn.masked_scores")
+        p = n("Softmax", [s], "attn.probs", axis=-1)
+        o = n("Transpose", [n("MatMul", [p, v], "attn.context")], "attn.context.t", perm=[0, 2, 1, 3])
+        o = n("Reshape", [o, c("attn.merge", i64([1, S, d]))], "attn.merged")
+        x1 = n("Add", ["input", linear(o, "attn.c_proj", d, d)], "residual_1")
+        f = linear(ln(x1, 2), "mlp.c_fc", d, 4 * d)
+        cube = n("Mul", [n("Pow", [f, c("gelu.three", f32(3.0))], "gelu.cube"), c("gelu.k", f32(0.044715))], "gelu.cubic")
+        t = n("Tanh", [n("Mul", [n("Add", [f, cube], "gelu.poly"), c("gelu.s", f32(np.sqrt(2 / np.pi)))], "gelu.scaled")], "gelu.tanh")
+        g = n("Mul", [n("Mul", [f, c("gelu.half", f32(0.5))], "gelu.half_x"), n("Add", [t, c("gelu.one", f32(1.0))], "gelu.one_plus")], "gelu")
+        n("Add", [x1, linear(g, "mlp.c_proj", 4 * d, d)], "output")
+        graph = helper.make_graph(
+            self.nodes, self.name,
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, S, d])],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, S, d])],
+            self.inits,
+        )
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="tessera scripts/make_examples.py",
+                              doc_string=f"GPT-2 block: d={d}, {H} heads, sequence {S}, causal.")
+        m.ir_version = IR_VERSION
+        onnx.checker.check_model(m, full_check=True)
+        return m
+
+    def reference(self, x):
+        w = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in self.w.items()}
+        d, H, S = self.d, self.heads, self.seq
+        dh = d // H
+        x = x.astype(np.float64)
+        lin = lambda v, name: v @ w[f"{name}.weight"] + w[f"{name}.bias"]
+        h = layer_norm(x, w["ln_1.weight"], w["ln_1.bias"])
+        q, k, v = np.split(lin(h, "attn.c_attn"), 3, axis=-1)
+        split = lambda t: t.reshape(1, S, H, dh).transpose(0, 2, 1, 3)
+        s = split(q) @ split(k).transpose(0, 1, 3, 2) / np.sqrt(dh)
+        s = np.where(np.tril(np.ones((S, S), dtype=bool)), s, -1e9)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        o = (p @ split(v)).transpose(0, 2, 1, 3).reshape(1, S, d)
+        x1 = x + lin(o, "attn.c_proj")
+        f = lin(layer_norm(x1, w["ln_2.weight"], w["ln_2.bias"]), "mlp.c_fc")
+        g = 0.5 * f * (1 + np.tanh(np.sqrt(2 / np.pi) * (f + 0.044715 * f ** 3)))
+        return x1 + lin(g, "mlp.c_proj")
+
+
+def gpt2_block(name, d, heads, seq, seed):
+    b = Gpt2Block(name, d, heads, seq, seed)
+    return b, b.build(), (1, seq, d)
+
+
 MODELS = [
     mlp_small,
     mlp_medium,
     lambda: matmul_bias_relu("matmul_bias_relu_small", 16, 3),
     lambda: matmul_bias_relu("matmul_bias_relu_large", 128, 4),
+    lambda: gpt2_block("gpt2_block_small", 64, 4, 16, 5),
+]
+
+# Too large to commit (28 MB of weights): written with --large, for benchmarks.
+LARGE = [
+    lambda: gpt2_block("gpt2_block_full", 768, 12, 128, 6),
 ]
 
 
-def write(out_dir, build):
-    b, model, d_in = build()
+def write(out_dir, build, max_bytes=MAX_BYTES):
+    b, model, shape = build()
+    shape = (BATCH, shape) if isinstance(shape, int) else shape
     model_dir = out_dir / b.name
     data_dir = model_dir / "test_data_set_0"
     data_dir.mkdir(parents=True, exist_ok=True)
     path = model_dir / "model.onnx"
     onnx.save(model, str(path))
 
-    x = np.random.default_rng(1000 + sum(map(ord, b.name))).standard_normal((BATCH, d_in)).astype(np.float32)
+    x = np.random.default_rng(1000 + sum(map(ord, b.name))).standard_normal(shape).astype(np.float32)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (y,) = session.run(["output"], {"input": x})
     (data_dir / "input_0.pb").write_bytes(numpy_helper.from_array(x, name="input").SerializeToString())
@@ -160,8 +265,8 @@ def write(out_dir, build):
     if not err <= 1e-4 * max(scale, 1.0):
         sys.exit(f"{b.name}: onnxruntime differs from the numpy reference by {err}")
     size = path.stat().st_size
-    if size > MAX_BYTES:
-        sys.exit(f"{b.name}: model.onnx is {size} bytes, over {MAX_BYTES}")
+    if size > max_bytes:
+        sys.exit(f"{b.name}: model.onnx is {size} bytes, over {max_bytes}")
     print(f"{b.name}: {size} bytes, input {list(x.shape)}, output {list(y.shape)}, "
           f"max |ort - f64 reference| = {err:.2e}")
 
@@ -170,8 +275,14 @@ def main():
     root = pathlib.Path(__file__).resolve().parent.parent
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, default=root / "examples")
+    parser.add_argument("--large", type=pathlib.Path, metavar="DIR",
+                        help="write only the full-size models (not committed) into DIR")
     args = parser.parse_args()
     print(f"onnx {onnx.__version__}, onnxruntime {ort.__version__}, numpy {np.__version__}")
+    if args.large:
+        for build in LARGE:
+            write(args.large, build, max_bytes=1 << 30)
+        return
     for build in MODELS:
         write(args.out, build)
 

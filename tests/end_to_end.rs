@@ -7,6 +7,15 @@
 use std::path::Path;
 use tests::examples;
 
+/// Examples a target cannot express, and the reason it gives.
+const REFUSALS: &[(&str, &str, &str)] = &[
+    // Softmax needs exp; systolic-os's post-processor has none.
+    ("gpt2_block_small", "systolic-os", "lacks `d = exp(a)`"),
+    // The heads' K^T moves the last dimension; these have no transposing copy.
+    ("gpt2_block_small", "pim-dram", "lacks a transposing copy"),
+    ("gpt2_block_small", "simd-dsp", "lacks a transposing copy"),
+];
+
 #[test]
 fn every_example_runs_on_every_target_and_matches() {
     let all = examples();
@@ -23,12 +32,13 @@ fn every_example_runs_on_every_target_and_matches() {
         let expected = compiler::onnx::read_tensor_file(data.join("output_0.pb"))
             .expect("output")
             .1;
+        let example = dir.file_name().unwrap_or_default().to_string_lossy();
         for t in targets::all() {
-            let name = format!(
-                "{} on {}",
-                dir.file_name().unwrap_or_default().to_string_lossy(),
-                t.name()
-            );
+            let name = format!("{example} on {}", t.name());
+            let refusal = REFUSALS
+                .iter()
+                .find(|(e, tn, _)| *e == example && *tn == t.name())
+                .map(|r| r.2);
             match compiler::run::run(
                 t,
                 t.machine(),
@@ -36,6 +46,11 @@ fn every_example_runs_on_every_target_and_matches() {
                 std::slice::from_ref(&input),
                 Some(std::slice::from_ref(&expected)),
             ) {
+                Ok(_) if refusal.is_some() => {
+                    failures.push(format!("{name}: compiles now; drop it from REFUSALS"));
+                }
+                Err(compiler::run::RunError::Lower(e))
+                    if refusal.is_some_and(|why| e.to_string().contains(why)) => {}
                 Ok(r) => {
                     for c in &r.checks {
                         let scale = expected.data.iter().fold(0.0f64, |a, x| a.max(x.abs()));
@@ -113,26 +128,23 @@ fn outputs_that_are_inputs_or_constants_need_no_code() {
 
 #[test]
 fn a_graph_the_lowering_cannot_take_is_refused_with_the_node_named() {
-    use compiler::ir::{Graph, Op};
-    // A transpose of three dimensions that moves the leading one.
+    use compiler::ir::{Graph, Op, ReduceKind};
+    // A reduction over the leading dimension.
     let mut g = Graph::default();
     let x = g.add_value("x", f32t(vec![2, 3, 4]));
     g.inputs.push(x);
     let r = g.add_node("r", Op::Relu, vec![x]).expect("typed")[0];
-    let y = g
-        .add_node(
-            "odd_perm",
-            Op::Transpose {
-                perm: vec![2, 0, 1],
-            },
-            vec![r],
-        )
-        .expect("typed")[0];
+    let op = Op::Reduce {
+        kind: ReduceKind::Sum,
+        axes: vec![0],
+        keepdims: true,
+    };
+    let y = g.add_node("odd_axes", op, vec![r]).expect("typed")[0];
     g.outputs.push(y);
     for t in targets::all() {
         let e = compiler::lower::compile(t, t.machine(), &g).expect_err("refused");
-        assert_eq!(e.node.as_deref(), Some("odd_perm"), "{}: {e}", t.name());
-        assert!(e.to_string().contains("Transpose"), "{e}");
+        assert_eq!(e.node.as_deref(), Some("odd_axes"), "{}: {e}", t.name());
+        assert!(e.to_string().contains("only the last dimensions"), "{e}");
     }
 }
 

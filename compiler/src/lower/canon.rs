@@ -16,10 +16,11 @@
 //!   `x · m + y · (1 - m)` when both are computed. A computed condition is
 //!   refused.
 
+use super::LowerError;
 use crate::ir::{Graph, Node, Op, ReduceKind, Tensor, TensorType, Unary, ValueId};
 
 /// The graph with the rewrites applied (unchanged when none applies).
-pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, String> {
+pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, LowerError> {
     let mut out = Graph {
         values: g.values.clone(),
         nodes: Vec::with_capacity(g.nodes.len()),
@@ -28,112 +29,122 @@ pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, String> {
         constants: g.constants.clone(),
     };
     for n in &g.nodes {
-        match &n.op {
-            Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Max | Op::Min => {
-                let shape = g.ty(n.outputs[0]).shape.clone();
-                let mut inputs = n.inputs.clone();
-                for x in inputs.iter_mut() {
-                    if let Some(wide) = widen(&mut out, *x, &shape, &n.name)? {
-                        *x = wide;
-                    }
-                }
-                out.nodes.push(Node {
-                    inputs,
-                    ..n.clone()
-                });
-            }
-            Op::Reduce {
-                kind: ReduceKind::Min,
-                axes,
-                keepdims,
-            } if !has_min_reduction => {
-                let neg = |g: &mut Graph, step: &str, x: ValueId| {
-                    g.add_node(format!("{}/{step}", n.name), Op::Unary(Unary::Neg), vec![x])
-                };
-                let negated = neg(&mut out, "negated", n.inputs[0])?;
-                let op = Op::Reduce {
-                    kind: ReduceKind::Max,
-                    axes: axes.clone(),
-                    keepdims: true,
-                };
-                let max = out.add_node(format!("{}/max", n.name), op, negated)?;
-                let min = neg(&mut out, "min", max[0])?;
-                let shape = g.ty(n.outputs[0]).shape.clone();
-                let op = if *keepdims {
-                    Op::Identity
-                } else {
-                    Op::Reshape { shape }
-                };
-                out.nodes.push(Node {
-                    name: n.name.clone(),
-                    op,
-                    inputs: min,
-                    outputs: n.outputs.clone(),
-                });
-            }
-            Op::Reduce {
-                kind,
-                axes,
-                keepdims: false,
-            } => {
-                let op = Op::Reduce {
-                    kind: *kind,
-                    axes: axes.clone(),
-                    keepdims: true,
-                };
-                let kept = out.add_node(format!("{}/kept", n.name), op, n.inputs.clone())?;
-                let shape = g.ty(n.outputs[0]).shape.clone();
-                out.nodes.push(Node {
-                    name: n.name.clone(),
-                    op: Op::Reshape { shape },
-                    inputs: kept,
-                    outputs: n.outputs.clone(),
-                });
-            }
-            Op::Transpose { perm }
-                if perm.len() > 2
-                    && perm[perm.len() - 1] != perm.len() - 1
-                    && !swaps_last_two(perm) =>
-            {
-                let r = perm.len();
-                let j = perm[r - 1];
-                // First: every other leading dimension in order, then j, the last kept.
-                let mut q: Vec<usize> = (0..r - 1).filter(|d| *d != j).collect();
-                q.push(j);
-                q.push(r - 1);
-                let mut swap: Vec<usize> = (0..r).collect();
-                swap.swap(r - 2, r - 1);
-                // After both, position k holds input dimension `order[k]`.
-                let mut order = q.clone();
-                order.swap(r - 2, r - 1);
-                let last: Vec<usize> = perm
-                    .iter()
-                    .map(|p| order.iter().position(|o| o == p).unwrap_or(0))
-                    .collect();
-                let mut x = n.inputs[0];
-                for (k, p) in [q, swap].into_iter().enumerate() {
-                    let op = Op::Transpose { perm: p };
-                    x = out.add_node(format!("{}/step{k}", n.name), op, vec![x])?[0];
-                }
-                out.nodes.push(Node {
-                    name: n.name.clone(),
-                    op: Op::Transpose { perm: last },
-                    inputs: vec![x],
-                    outputs: n.outputs.clone(),
-                });
-            }
-            Op::Where => {
-                let shape = g.ty(n.outputs[0]).shape.clone();
-                select(&mut out, n, &shape)?;
-                // The last node computes the result: it takes over the output value.
-                if let Some(last) = out.nodes.last_mut() {
-                    last.outputs = n.outputs.clone();
-                }
-            }
-            _ => out.nodes.push(n.clone()),
-        }
+        rewrite(g, &mut out, n, has_min_reduction).map_err(|message| LowerError {
+            node: Some(n.name.clone()),
+            op: Some(n.op.name().to_owned()),
+            message,
+        })?;
     }
     Ok(out)
+}
+
+/// Adds node `n` of `g` to `out`, rewritten if a rule applies.
+fn rewrite(g: &Graph, out: &mut Graph, n: &Node, has_min_reduction: bool) -> Result<(), String> {
+    match &n.op {
+        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Max | Op::Min => {
+            let shape = g.ty(n.outputs[0]).shape.clone();
+            let mut inputs = n.inputs.clone();
+            for x in inputs.iter_mut() {
+                if let Some(wide) = widen(out, *x, &shape, &n.name)? {
+                    *x = wide;
+                }
+            }
+            out.nodes.push(Node {
+                inputs,
+                ..n.clone()
+            });
+        }
+        Op::Reduce {
+            kind: ReduceKind::Min,
+            axes,
+            keepdims,
+        } if !has_min_reduction => {
+            let neg = |g: &mut Graph, step: &str, x: ValueId| {
+                g.add_node(format!("{}/{step}", n.name), Op::Unary(Unary::Neg), vec![x])
+            };
+            let negated = neg(out, "negated", n.inputs[0])?;
+            let op = Op::Reduce {
+                kind: ReduceKind::Max,
+                axes: axes.clone(),
+                keepdims: true,
+            };
+            let max = out.add_node(format!("{}/max", n.name), op, negated)?;
+            let min = neg(out, "min", max[0])?;
+            let shape = g.ty(n.outputs[0]).shape.clone();
+            let op = if *keepdims {
+                Op::Identity
+            } else {
+                Op::Reshape { shape }
+            };
+            out.nodes.push(Node {
+                name: n.name.clone(),
+                op,
+                inputs: min,
+                outputs: n.outputs.clone(),
+            });
+        }
+        Op::Reduce {
+            kind,
+            axes,
+            keepdims: false,
+        } => {
+            let op = Op::Reduce {
+                kind: *kind,
+                axes: axes.clone(),
+                keepdims: true,
+            };
+            let kept = out.add_node(format!("{}/kept", n.name), op, n.inputs.clone())?;
+            let shape = g.ty(n.outputs[0]).shape.clone();
+            out.nodes.push(Node {
+                name: n.name.clone(),
+                op: Op::Reshape { shape },
+                inputs: kept,
+                outputs: n.outputs.clone(),
+            });
+        }
+        Op::Transpose { perm }
+            if perm.len() > 2
+                && perm[perm.len() - 1] != perm.len() - 1
+                && !swaps_last_two(perm) =>
+        {
+            let r = perm.len();
+            let j = perm[r - 1];
+            // First: every other leading dimension in order, then j, the last kept.
+            let mut q: Vec<usize> = (0..r - 1).filter(|d| *d != j).collect();
+            q.push(j);
+            q.push(r - 1);
+            let mut swap: Vec<usize> = (0..r).collect();
+            swap.swap(r - 2, r - 1);
+            // After both, position k holds input dimension `order[k]`.
+            let mut order = q.clone();
+            order.swap(r - 2, r - 1);
+            let last: Vec<usize> = perm
+                .iter()
+                .map(|p| order.iter().position(|o| o == p).unwrap_or(0))
+                .collect();
+            let mut x = n.inputs[0];
+            for (k, p) in [q, swap].into_iter().enumerate() {
+                let op = Op::Transpose { perm: p };
+                x = out.add_node(format!("{}/step{k}", n.name), op, vec![x])?[0];
+            }
+            out.nodes.push(Node {
+                name: n.name.clone(),
+                op: Op::Transpose { perm: last },
+                inputs: vec![x],
+                outputs: n.outputs.clone(),
+            });
+        }
+        Op::Where => {
+            let shape = g.ty(n.outputs[0]).shape.clone();
+            select(out, n, &shape)?;
+            // The last node computes the result: it takes over the output value.
+            if let Some(last) = out.nodes.last_mut() {
+                last.outputs = n.outputs.clone();
+            }
+        }
+        _ => out.nodes.push(n.clone()),
+    }
+    Ok(())
 }
 
 /// `x` (computed, last dimension 1) expanded to the last dimension of
@@ -181,10 +192,7 @@ fn widen(
 fn select(g: &mut Graph, n: &Node, shape: &[usize]) -> Result<(), String> {
     let (c, x, y) = (n.inputs[0], n.inputs[1], n.inputs[2]);
     let Some(cond) = g.constants.get(&c).cloned() else {
-        return Err(format!(
-            "Where node `{}`: a computed condition is not supported (only constant masks)",
-            n.name
-        ));
+        return Err("a computed condition is not supported yet (only constant masks)".to_owned());
     };
     let elem = g.ty(x).elem;
     let mask = |g: &mut Graph, name: &str, on: f64, off: f64| {
@@ -204,7 +212,9 @@ fn select(g: &mut Graph, n: &Node, shape: &[usize]) -> Result<(), String> {
     let (a, on) = match (&xc, &yc) {
         (None, _) => (x, 1.0),
         (Some(_), None) => (y, 0.0),
-        (Some(_), Some(_)) => return Err(format!("Where node `{}` was not folded", n.name)),
+        (Some(_), Some(_)) => {
+            return Err("both operands are constants; the node should have been folded".to_owned());
+        }
     };
     let m = mask(g, "mask", on, 1.0 - on);
     let kept = g.add_node(format!("{}/kept", n.name), Op::Mul, vec![a, m])?;

@@ -233,7 +233,7 @@ pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, 
     let info = Info::new(m).map_err(err)?;
     let has_min =
         !reduce::forms(&Emitter::new(m, t.isa(), &info), crate::ir::ReduceKind::Min).is_empty();
-    let prepared = canon::prepare(g, has_min).map_err(err)?;
+    let prepared = canon::prepare(g, has_min)?;
     let g = &prepared;
     let home_mem = info.home;
     let loadable = |dt: DType| {
