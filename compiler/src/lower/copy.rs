@@ -179,7 +179,12 @@ impl Lowerer<'_> {
         }
     }
 
-    /// Copies `cols` columns of rows `(from, to)` of `src` (from column `c0`) to `dst` (from column `d0`).
+    /// Copies `cols` columns of rows `(from, to)` of `src` (from column `c0`)
+    /// to `dst` (from column `d0`). A column offset off the home memory's
+    /// transfer alignment moves an aligned superset and shifts it on chip
+    /// element by element (see [`super::scalar`]); the destination's
+    /// superset is read first, so the columns around the result survive.
+    #[allow(clippy::too_many_arguments)]
     fn copy_rows(
         &mut self,
         src: &Home,
@@ -190,41 +195,49 @@ impl Lowerer<'_> {
         cols: i64,
     ) -> Result<(), LowerError> {
         let home = self.home_mem();
-        let land = self
-            .info
-            .copies
-            .iter()
-            .find(|cp| {
-                cp.from
-                    == Loc {
-                        place: Place::Mem(home),
-                        dtype: src.dtype,
-                    }
-                    && matches!(cp.to.place, Place::Mem(_))
-            })
-            .map(|cp| cp.to)
-            .ok_or_else(|| err("nothing loads from the home memory"))?;
+        let land_of = |l: &Self, dt| {
+            l.info
+                .copies
+                .iter()
+                .find(|cp| {
+                    cp.from
+                        == Loc {
+                            place: Place::Mem(home),
+                            dtype: dt,
+                        }
+                        && matches!(cp.to.place, Place::Mem(_))
+                })
+                .map(|cp| cp.to)
+                .ok_or_else(|| err("nothing loads from the home memory"))
+        };
+        let land = land_of(self, src.dtype)?;
         let Place::Mem(lm) = land.place else {
             return Err(err("no landing memory"));
         };
-        let to = Loc {
-            place: Place::Mem(home),
-            dtype: dst.dtype,
-        };
-        // Transfers at home start aligned; an unaligned column offset would need
-        // a shift on chip, which is not done yet.
-        let align = self.info.home_align;
-        for (what, at, h) in [("source", c0, src), ("destination", d0, dst)] {
-            if !(at as u64 * h.dtype.bytes()).is_multiple_of(align) {
-                return Err(err(format!(
-                    "the {what} starts at column {at}, not on a {align}-byte boundary the \
-                     machine's transfers need; unaligned column offsets are not supported yet"
-                )));
+        let per = (self.info.home_align / src.dtype.bytes().max(1)).max(1) as i64;
+        let per_d = (self.info.home_align / dst.dtype.bytes().max(1)).max(1) as i64;
+        let shifted = (c0 % per != 0) || (d0 % per_d != 0);
+        let moves = if shifted {
+            let mv = super::scalar::moves(self.e.m, lm, land.dtype).ok_or_else(|| {
+                err(format!(
+                    "a column offset ({c0} or {d0}) is not on a {}-byte boundary the machine's transfers need, and it has no scalar load and store of {} in `{}` to shift the data on chip",
+                    self.info.home_align,
+                    land.dtype.name(),
+                    self.e.m.memories[lm.index()].name
+                ))
+            })?;
+            if land_of(self, dst.dtype)? != land {
+                return Err(err(
+                    "source and destination land in different places; cannot shift",
+                ));
             }
-        }
+            Some(mv)
+        } else {
+            None
+        };
         let w_max = cols.min(512);
-        let budget =
-            (self.tile_budget() / 4 / (w_max * land.dtype.bytes() as i64).max(1)).clamp(1, 64);
+        let budget = (self.tile_budget() / 4 / ((w_max + per) * land.dtype.bytes() as i64).max(1))
+            .clamp(1, 64);
         for block in pairs.chunks(budget as usize) {
             let h = block.len() as i64;
             let froms: Vec<i64> = block.iter().map(|p| p.0).collect();
@@ -232,57 +245,122 @@ impl Lowerer<'_> {
             let mut c = 0;
             while c < cols {
                 let w = w_max.min(cols - c);
-                let buf = self.e.buffer_padded(lm, land.dtype, h, w, Pad::Aligned);
-                let mut loaded = Vec::new();
-                match even_step(&froms) {
-                    Some(s) => {
-                        let t = self.rows_tile(src, froms[0], s, c0 + c, h, w);
-                        loaded.push(
-                            self.e
-                                .to_loc(Val::Mem(t), land, Some(&buf), Pad::Dense)
-                                .map_err(err)?,
-                        );
-                    }
-                    None => {
-                        for (i, &f) in froms.iter().enumerate() {
-                            let t = self.rows_tile(src, f, 1, c0 + c, 1, w);
-                            let v = self.e.to_loc(
-                                Val::Mem(t),
-                                land,
-                                Some(&buf.view(i as i64, 0, 1, w)),
-                                Pad::Dense,
-                            );
-                            loaded.push(v.map_err(err)?);
-                        }
-                    }
-                }
-                for v in &loaded {
-                    if let Val::Mem(t) = v {
-                        self.e.ready(t).map_err(err)?;
-                    }
-                }
-                match even_step(&tos) {
-                    Some(s) => {
-                        let d = self.rows_tile(dst, tos[0], s, d0 + c, h, w);
-                        self.e
-                            .to_loc(Val::Mem(buf.clone()), to, Some(&d), Pad::Dense)
+                // Source: from an aligned column, `ds` elements before the data.
+                let ds = (c0 + c) % per;
+                let a = self.load_rows(src, &froms, c0 + c - ds, w + ds, land)?;
+                let dd = (d0 + c) % per_d;
+                let out = if ds == 0 && dd == 0 {
+                    a
+                } else {
+                    let mv = moves.as_ref().ok_or_else(|| err("no scalar moves"))?;
+                    // The destination's aligned superset, read so its other columns survive.
+                    let b = if dd == 0 {
+                        self.e.buffer_padded(lm, land.dtype, h, w, Pad::Aligned)
+                    } else {
+                        self.load_rows(dst, &tos, d0 + c - dd, w + dd, land)?
+                    };
+                    for i in 0..h {
+                        for j in 0..w {
+                            super::scalar::move_element(
+                                &mut self.e,
+                                mv,
+                                &a,
+                                i,
+                                ds + j,
+                                &b,
+                                i,
+                                dd + j,
+                            )
                             .map_err(err)?;
-                    }
-                    None => {
-                        for (i, &t) in tos.iter().enumerate() {
-                            let d = self.rows_tile(dst, t, 1, d0 + c, 1, w);
-                            self.e
-                                .to_loc(
-                                    Val::Mem(buf.view(i as i64, 0, 1, w)),
-                                    to,
-                                    Some(&d),
-                                    Pad::Dense,
-                                )
-                                .map_err(err)?;
                         }
                     }
-                }
+                    b
+                };
+                self.store_rows(&out, dst, &tos, d0 + c - dd, w + dd)?;
                 c += w;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rows `rows` of `home`, columns `c..c + w`, in a fresh on-chip buffer at `land`.
+    fn load_rows(
+        &mut self,
+        home: &Home,
+        rows: &[i64],
+        c: i64,
+        w: i64,
+        land: Loc,
+    ) -> Result<MemTile, LowerError> {
+        let Place::Mem(lm) = land.place else {
+            return Err(err("no landing memory"));
+        };
+        let h = rows.len() as i64;
+        let buf = self.e.buffer_padded(lm, land.dtype, h, w, Pad::Aligned);
+        let mut loaded = Vec::new();
+        match even_step(rows) {
+            Some(s) => {
+                let t = self.rows_tile(home, rows[0], s, c, h, w);
+                loaded.push(
+                    self.e
+                        .to_loc(Val::Mem(t), land, Some(&buf), Pad::Dense)
+                        .map_err(err)?,
+                );
+            }
+            None => {
+                for (i, &f) in rows.iter().enumerate() {
+                    let t = self.rows_tile(home, f, 1, c, 1, w);
+                    let v = self.e.to_loc(
+                        Val::Mem(t),
+                        land,
+                        Some(&buf.view(i as i64, 0, 1, w)),
+                        Pad::Dense,
+                    );
+                    loaded.push(v.map_err(err)?);
+                }
+            }
+        }
+        for v in &loaded {
+            if let Val::Mem(t) = v {
+                self.e.ready(t).map_err(err)?;
+            }
+        }
+        Ok(buf)
+    }
+
+    /// Stores `buf` (`rows.len()` x `w`) to rows `rows` of `home` from column `c`.
+    fn store_rows(
+        &mut self,
+        buf: &MemTile,
+        home: &Home,
+        rows: &[i64],
+        c: i64,
+        w: i64,
+    ) -> Result<(), LowerError> {
+        let to = Loc {
+            place: Place::Mem(self.home_mem()),
+            dtype: home.dtype,
+        };
+        let h = rows.len() as i64;
+        match even_step(rows) {
+            Some(s) => {
+                let d = self.rows_tile(home, rows[0], s, c, h, w);
+                self.e
+                    .to_loc(Val::Mem(buf.view(0, 0, h, w)), to, Some(&d), Pad::Dense)
+                    .map_err(err)?;
+            }
+            None => {
+                for (i, &t) in rows.iter().enumerate() {
+                    let d = self.rows_tile(home, t, 1, c, 1, w);
+                    self.e
+                        .to_loc(
+                            Val::Mem(buf.view(i as i64, 0, 1, w)),
+                            to,
+                            Some(&d),
+                            Pad::Dense,
+                        )
+                        .map_err(err)?;
+                }
             }
         }
         Ok(())

@@ -34,6 +34,7 @@ pub mod machine;
 mod matmul;
 pub mod ops;
 mod reduce;
+mod scalar;
 mod transpose;
 
 use crate::ir::{Graph, Op, ValueId};
