@@ -284,7 +284,7 @@ impl Lowerer<'_> {
     }
 
     /// Rows `rows` of `home`, columns `c..c + w`, in a fresh on-chip buffer at `land`.
-    fn load_rows(
+    pub(super) fn load_rows(
         &mut self,
         home: &Home,
         rows: &[i64],
@@ -329,7 +329,7 @@ impl Lowerer<'_> {
     }
 
     /// Stores `buf` (`rows.len()` x `w`) to rows `rows` of `home` from column `c`.
-    fn store_rows(
+    pub(super) fn store_rows(
         &mut self,
         buf: &MemTile,
         home: &Home,

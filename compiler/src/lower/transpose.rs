@@ -69,10 +69,7 @@ impl Lowerer<'_> {
             .or(cands.first())
             .cloned()
         else {
-            return Err(Self::node_err(
-                n,
-                "cannot compile: the target lacks a transposing copy `d[j, i] = a[i, j]`",
-            ));
+            return self.transpose_by_elements(n, &xin, &yout, batches, r, c);
         };
         // The largest square tile the instruction takes.
         let mut t = 1i64;
@@ -111,6 +108,74 @@ impl Lowerer<'_> {
                     self.e
                         .to_loc(Val::Mem(dst), back, Some(&out), Pad::Dense)
                         .map_err(err)?;
+                    j += w;
+                }
+                i += h;
+            }
+        }
+        Ok(())
+    }
+
+    /// A transpose without a transposing copy: tiles land on chip and move
+    /// element by element through scalar registers (two instructions per
+    /// element), then go back whole.
+    fn transpose_by_elements(
+        &mut self,
+        n: &crate::ir::Node,
+        xin: &super::Home,
+        yout: &super::Home,
+        batches: i64,
+        r: i64,
+        c: i64,
+    ) -> Result<(), LowerError> {
+        let lacks = "cannot compile: the target lacks a transposing copy `d[j, i] = a[i, j]`";
+        let home = self.home_mem();
+        let land = self
+            .info
+            .copies
+            .iter()
+            .find(|cp| {
+                cp.from
+                    == Loc {
+                        place: Place::Mem(home),
+                        dtype: xin.dtype,
+                    }
+                    && matches!(cp.to.place, Place::Mem(_))
+            })
+            .map(|cp| cp.to)
+            .ok_or_else(|| Self::node_err(n, lacks))?;
+        let Place::Mem(lm) = land.place else {
+            return Err(Self::node_err(n, lacks));
+        };
+        let Some(mv) = super::scalar::moves(self.e.m, lm, land.dtype) else {
+            return Err(Self::node_err(
+                n,
+                format!(
+                    "{lacks}, and scalar loads and stores of {} in `{}`",
+                    land.dtype.name(),
+                    self.e.m.memories[lm.index()].name
+                ),
+            ));
+        };
+        let t = 32i64;
+        for b in 0..batches {
+            let mut i = 0;
+            while i < r {
+                let h = t.min(r - i);
+                let mut j = 0;
+                while j < c {
+                    let w = t.min(c - j);
+                    let rows: Vec<i64> = (b * r + i..b * r + i + h).collect();
+                    let a = self.load_rows(xin, &rows, j, w, land)?;
+                    let out = self.e.buffer_padded(lm, land.dtype, w, h, Pad::Aligned);
+                    for y in 0..h {
+                        for x in 0..w {
+                            super::scalar::move_element(&mut self.e, &mv, &a, y, x, &out, x, y)
+                                .map_err(err)?;
+                        }
+                    }
+                    let rows: Vec<i64> = (b * c + j..b * c + j + w).collect();
+                    self.store_rows(&out, yout, &rows, i, h)?;
                     j += w;
                 }
                 i += h;
