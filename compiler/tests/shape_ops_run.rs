@@ -140,3 +140,37 @@ fn every_transpose_of_three_dimensions_runs_where_rows_can_be_transposed() {
         }
     }
 }
+
+#[test]
+fn reshapes_of_padded_rows_are_copied_into_their_own_layout() {
+    // [2, 3, 5] rows of 5 f32 are padded on every machine but systolic-os;
+    // Flatten to [2, 15] and a 1-D MatMul operand ([5] as [5, 1]) need copies.
+    let flat = NodeProto::new("Flatten", "f", &["r"], &["y"]).with(AttributeProto::int("axis", 1));
+    let g = build(vec![relu(), flat], &[2, 3, 5], &["y"], vec![]);
+    let ran = check(&g, "flatten", &["no scalar load and store of f32"]);
+    assert_eq!(ran, ["pim-dram", "systolic-os", "vliw-systolic"]);
+    let mm = NodeProto::new("MatMul", "mm", &["r", "v"], &["y"]);
+    let v = TensorProto::from_f32("v", &[5], &[0.5, -1.0, 2.0, 0.25, 1.5]);
+    let g = build(vec![relu(), mm], &[3, 5], &["y"], vec![v]);
+    // The [3, 1] product is reshaped to [3]: a copy again.
+    let ran = check(&g, "matrix x vector", &["no scalar load and store of f32"]);
+    assert_eq!(ran, ["pim-dram", "systolic-os", "vliw-systolic"]);
+}
+
+#[test]
+fn reductions_over_several_trailing_dimensions_and_variadic_max() {
+    // A global average pool: ReduceMean over [2, 3] of NCHW.
+    let pool = NodeProto::new("ReduceMean", "gap", &["r"], &["p"])
+        .with(AttributeProto::ints("axes", &[2, 3]));
+    let max3 = NodeProto::new("Max", "max3", &["x", "r", "x"], &["m"]);
+    let g = build(vec![relu(), pool, max3], &[2, 3, 4, 8], &["p", "m"], vec![]);
+    let ran = check(
+        &g,
+        "global average pool",
+        &["no scalar load and store of f32"],
+    );
+    assert!(
+        ran.contains(&"vliw-systolic") && ran.contains(&"pim-dram") && ran.contains(&"systolic-os"),
+        "{ran:?}"
+    );
+}

@@ -5,7 +5,8 @@
 //!   the full width by a product with a row of ones (`s · 1[1, C]`, a
 //!   contraction of depth 1, which every machine with a matrix product has);
 //! - a reduction that drops its dimensions (`keepdims = 0`) keeps them and is
-//!   followed by a `Reshape`;
+//!   followed by a `Reshape`; one over several trailing dimensions reduces a
+//!   `Reshape` that merges them;
 //! - on a machine without a minimum reduction, `min(x)` is `-max(-x)`;
 //! - a transpose that moves the last dimension and others is a permutation of
 //!   the rows (the last dimension kept), a swap of the last two dimensions,
@@ -41,6 +42,37 @@ pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, LowerError> 
 /// Adds node `n` of `g` to `out`, rewritten if a rule applies.
 fn rewrite(g: &Graph, out: &mut Graph, n: &Node, has_min_reduction: bool) -> Result<(), String> {
     match &n.op {
+        Op::MatMul if g.ty(n.inputs[0]).shape.len() == 1 || g.ty(n.inputs[1]).shape.len() == 1 => {
+            // numpy's promotion made explicit: [k] is [1, k] on the left, [k, 1] on the right.
+            let mut ins = Vec::new();
+            for (i, &x) in n.inputs.iter().enumerate() {
+                let s = g.ty(x).shape.clone();
+                if s.len() != 1 {
+                    ins.push(x);
+                    continue;
+                }
+                let shape = if i == 0 { vec![1, s[0]] } else { vec![s[0], 1] };
+                let name = format!("{}/promote{i}", n.name);
+                if let Some(t) = g.constants.get(&x) {
+                    let ty = TensorType {
+                        elem: t.ty.elem,
+                        shape,
+                    };
+                    ins.push(out.add_constant(name, Tensor::new(ty, t.data.clone())));
+                } else {
+                    let op = Op::Reshape { shape };
+                    ins.push(out.add_node(name, op, vec![x])?[0]);
+                }
+            }
+            let y = out.add_node(format!("{}/product", n.name), Op::MatMul, ins)?;
+            let shape = g.ty(n.outputs[0]).shape.clone();
+            out.nodes.push(Node {
+                name: n.name.clone(),
+                op: Op::Reshape { shape },
+                inputs: y,
+                outputs: n.outputs.clone(),
+            });
+        }
         Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Max | Op::Min => {
             let shape = g.ty(n.outputs[0]).shape.clone();
             let mut inputs = n.inputs.clone();
@@ -55,50 +87,52 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, has_min_reduction: bool) -> Res
             });
         }
         Op::Reduce {
-            kind: ReduceKind::Min,
+            kind,
             axes,
             keepdims,
-        } if !has_min_reduction => {
-            let neg = |g: &mut Graph, step: &str, x: ValueId| {
-                g.add_node(format!("{}/{step}", n.name), Op::Unary(Unary::Neg), vec![x])
-            };
-            let negated = neg(out, "negated", n.inputs[0])?;
+        } => {
+            let name = |step: &str| format!("{}/{step}", n.name);
+            let mut x = n.inputs[0];
+            let mut kind = *kind;
+            let mut axes = axes.clone();
+            // min(x) as -max(-x) without a minimum reduction.
+            let negate = kind == ReduceKind::Min && !has_min_reduction;
+            if negate {
+                x = out.add_node(name("negated"), Op::Unary(Unary::Neg), vec![x])?[0];
+                kind = ReduceKind::Max;
+            }
+            // Several trailing dimensions as one: the rows of a matrix view.
+            let shape = out.ty(x).shape.clone();
+            let first = axes.first().copied().unwrap_or(shape.len());
+            if axes.len() > 1 && axes.iter().copied().eq(first..shape.len()) {
+                let mut flat = shape[..first].to_vec();
+                flat.push(shape[first..].iter().product());
+                x = out.add_node(name("flat"), Op::Reshape { shape: flat }, vec![x])?[0];
+                axes = vec![first];
+            }
+            if !negate && *keepdims && x == n.inputs[0] {
+                out.nodes.push(n.clone()); // nothing to rewrite
+                return Ok(());
+            }
             let op = Op::Reduce {
-                kind: ReduceKind::Max,
-                axes: axes.clone(),
+                kind,
+                axes,
                 keepdims: true,
             };
-            let max = out.add_node(format!("{}/max", n.name), op, negated)?;
-            let min = neg(out, "min", max[0])?;
-            let shape = g.ty(n.outputs[0]).shape.clone();
-            let op = if *keepdims {
+            let mut r = out.add_node(name("kept"), op, vec![x])?;
+            if negate {
+                r = out.add_node(name("min"), Op::Unary(Unary::Neg), r)?;
+            }
+            let want = g.ty(n.outputs[0]).shape.clone();
+            let op = if out.ty(r[0]).shape == want {
                 Op::Identity
             } else {
-                Op::Reshape { shape }
+                Op::Reshape { shape: want }
             };
             out.nodes.push(Node {
                 name: n.name.clone(),
                 op,
-                inputs: min,
-                outputs: n.outputs.clone(),
-            });
-        }
-        Op::Reduce {
-            kind,
-            axes,
-            keepdims: false,
-        } => {
-            let op = Op::Reduce {
-                kind: *kind,
-                axes: axes.clone(),
-                keepdims: true,
-            };
-            let kept = out.add_node(format!("{}/kept", n.name), op, n.inputs.clone())?;
-            let shape = g.ty(n.outputs[0]).shape.clone();
-            out.nodes.push(Node {
-                name: n.name.clone(),
-                op: Op::Reshape { shape },
-                inputs: kept,
+                inputs: r,
                 outputs: n.outputs.clone(),
             });
         }

@@ -38,6 +38,10 @@ fn row_indices(shape: &[usize]) -> Vec<Vec<i64>> {
     out
 }
 
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a.max(1) } else { gcd(b, a % b) }
+}
+
 /// The step of an evenly spaced, increasing run (a single row counts as step 1).
 fn even_step(rows: &[i64]) -> Option<i64> {
     match rows {
@@ -115,6 +119,35 @@ impl Lowerer<'_> {
             .collect();
         let (src, dst) = (self.home_of(x)?, self.home_of(out)?);
         self.copy_rows(&src, &dst, &pairs, 0, 0, *os.last().unwrap_or(&1) as i64)
+    }
+
+    /// A view whose rows differ from its input's padded ones: the elements
+    /// copied to their place in the view's own layout, in runs of
+    /// `gcd(cols, cols')` columns (a run never crosses a row of either).
+    pub(super) fn relayout(&mut self, n: &Node) -> Result<(), LowerError> {
+        let (x, out) = (n.inputs[0], n.outputs[0]);
+        // The input's root holds the bytes (views of views share it).
+        let (src, dst) = (self.home_of(x)?, self.home_of(out)?);
+        let (c, c2) = (src.cols, dst.cols);
+        if src.rows * c == 0 {
+            return Ok(());
+        }
+        let run = gcd(c, c2);
+        let mut groups: std::collections::BTreeMap<(i64, i64), Vec<(i64, i64)>> =
+            Default::default();
+        for r in 0..src.rows {
+            for q in 0..c / run {
+                let e = r * c + q * run;
+                groups
+                    .entry((q * run, e % c2))
+                    .or_default()
+                    .push((r, e / c2));
+            }
+        }
+        for ((from_col, to_col), pairs) in groups {
+            self.copy_rows(&src, &dst, &pairs, from_col, to_col, run)?;
+        }
+        Ok(())
     }
 
     /// `Concat`: each input's rows go to their place in the result.

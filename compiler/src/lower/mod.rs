@@ -225,6 +225,8 @@ struct Lowerer<'a> {
     packed: HashMap<(ValueId, String), MemTile>,
     packed_panels: HashMap<(ValueId, String), (Vec<MemTile>, i64)>,
     contractions: Vec<Contraction>,
+    /// Views that cannot alias their input (its rows are padded): copied.
+    relayouts: std::collections::HashSet<ValueId>,
 }
 
 /// Compiles a graph for machine `m` of target `t`.
@@ -265,6 +267,7 @@ pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, 
         packed: HashMap::new(),
         packed_panels: HashMap::new(),
         contractions: Vec::new(),
+        relayouts: Default::default(),
     };
     l.contractions = ops::contractions(&l.e);
     l.layout()?;
@@ -356,12 +359,23 @@ impl Lowerer<'_> {
                 && let Some(h) = self.homes.get(root).cloned()
             {
                 if h.pitch != h.cols && cols != h.cols {
-                    return Err(err(format!(
-                        "`{}` reshapes a tensor whose rows are padded for alignment ({} elements, pitch {}); not supported yet",
-                        g.values[v.index()].name,
-                        h.cols,
-                        h.pitch
-                    )));
+                    // Rows of the root are padded: the view gets its own bytes
+                    // and a copy (see `copy::relayout`).
+                    self.relayouts.insert(v);
+                    let dtype = h.dtype;
+                    let pitch = self.home_pitch(cols, dtype);
+                    let addr = self.alloc_home((rows * pitch) as u64 * dtype.bytes(), 64);
+                    self.homes.insert(
+                        v,
+                        Home {
+                            addr,
+                            dtype,
+                            rows,
+                            cols,
+                            pitch,
+                        },
+                    );
+                    continue;
                 }
                 self.homes.insert(
                     v,
@@ -454,6 +468,12 @@ impl Lowerer<'_> {
                 Op::Reshape { .. } | Op::Identity => {
                     if g.constants.contains_key(&n.inputs[0]) {
                         return Err(Self::node_err(n, "a view of a constant was not folded"));
+                    }
+                    if self.relayouts.contains(&n.outputs[0]) {
+                        let before = self.e.code.len();
+                        self.relayout(n)?;
+                        self.regions
+                            .push((format!("Relayout({})", n.name), self.e.code.len() - before));
                     }
                     continue;
                 }

@@ -88,8 +88,8 @@ pub(super) fn lower(
         "Relu" => relu(imp, &cx),
         "Pow" => pow(imp, &cx),
         "Gelu" => gelu(imp, &cx),
-        "Max" => binary(imp, &cx, Op::Max),
-        "Min" => binary(imp, &cx, Op::Min),
+        "Max" => variadic(imp, &cx, Op::Max),
+        "Min" => variadic(imp, &cx, Op::Min),
         name if Unary::ALL.iter().any(|u| u.name() == name) => {
             let u = Unary::ALL
                 .into_iter()
@@ -247,6 +247,30 @@ fn binary(imp: &mut Importer, cx: &NodeCx, op: Op) -> Result<Lowered, ImportErro
     cx.check_attributes(&[])?;
     let (a, b) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
     add(imp, cx, "", op, vec![a, b]).map(Lowered::Value)
+}
+
+/// `Max` / `Min` of one or more inputs (numpy broadcasting), as a chain of
+/// binary ops; of one input, the input.
+fn variadic(imp: &mut Importer, cx: &NodeCx, op: Op) -> Result<Lowered, ImportError> {
+    let n = cx.proto.input.len();
+    if n == 0 || cx.proto.output.len() != 1 {
+        return Err(cx.arity_err("takes at least 1 input and has 1 output"));
+    }
+    cx.check_attributes(&[])?;
+    let mut acc = input(imp, cx, 0)?;
+    if n == 1 {
+        return add(imp, cx, "", Op::Identity, vec![acc]).map(Lowered::Value);
+    }
+    for i in 1..n {
+        let x = input(imp, cx, i)?;
+        let step = if i + 1 == n {
+            String::new()
+        } else {
+            format!("part{i}")
+        };
+        acc = add(imp, cx, &step, op.clone(), vec![acc, x])?;
+    }
+    Ok(Lowered::Value(acc))
 }
 
 /// `x ^ p` with a constant scalar exponent, canonicalised: `x * x` (and
