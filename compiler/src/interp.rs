@@ -29,7 +29,8 @@
 //! Tensors hold `f64`, so `int64` values are exact only up to 2^53.
 
 use crate::ir::{
-    ElemType, Graph, Node, Op, ReduceKind, Tensor, TensorType, ValueId, broadcast, infer,
+    ElemType, Graph, Node, Op, PoolKind, ReduceKind, Tensor, TensorType, ValueId, Window,
+    broadcast, infer,
 };
 use std::fmt;
 
@@ -295,6 +296,15 @@ pub fn eval_node(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, InterpError
             }
             out
         }
+        Op::Conv { window, groups } => {
+            refuse_bool(op, out_ty.elem)?;
+            conv(inputs, window, *groups, &out_ty)
+        }
+        Op::Pool { kind, window } => {
+            refuse_bool(op, out_ty.elem)?;
+            pool(inputs[0], *kind, window, &out_ty)
+        }
+        Op::Im2Col { window, fill } => im2col(inputs[0], window, *fill, &out_ty),
         Op::Where => {
             let sel = |t: &Tensor| {
                 offsets(
@@ -510,6 +520,128 @@ fn reduce(t: &Tensor, kind: ReduceKind, axes: &[usize], elem: ElemType) -> Vec<f
             round_to(elem, v)
         })
         .collect()
+}
+
+/// For output position `(oh, ow)` and kernel position `(kh, kw)`, the input
+/// position it reads, if inside the input.
+fn window_at(w: &Window, hw: [usize; 2], o: [usize; 2], k: [usize; 2]) -> Option<[usize; 2]> {
+    let mut at = [0; 2];
+    for i in 0..2 {
+        let p = (o[i] * w.strides[i] + k[i] * w.dilations[i]) as i64 - w.pads[i] as i64;
+        if p < 0 || p >= hw[i] as i64 {
+            return None;
+        }
+        at[i] = p as usize;
+    }
+    Some(at)
+}
+
+/// 2-D convolution, accumulated in `f64` and rounded once.
+fn conv(inputs: &[&Tensor], w: &Window, groups: usize, out: &TensorType) -> Vec<f64> {
+    let (x, k) = (inputs[0], inputs[1]);
+    let [n, c, h, wd] = [x.ty.shape[0], x.ty.shape[1], x.ty.shape[2], x.ty.shape[3]];
+    let [m, cg, kh, kw] = [k.ty.shape[0], k.ty.shape[1], k.ty.shape[2], k.ty.shape[3]];
+    let [oh, ow] = [out.shape[2], out.shape[3]];
+    let mg = m / groups.max(1);
+    let mut y = Vec::with_capacity(out.numel());
+    for b in 0..n {
+        for oc in 0..m {
+            let g = oc / mg.max(1);
+            for i in 0..oh {
+                for j in 0..ow {
+                    let mut acc = inputs.get(2).map_or(0.0, |bias| bias.data[oc]);
+                    for ci in 0..cg {
+                        let ch = g * cg + ci;
+                        for a in 0..kh {
+                            for bb in 0..kw {
+                                if let Some([ih, iw]) = window_at(w, [h, wd], [i, j], [a, bb]) {
+                                    acc += k.data[((oc * cg + ci) * kh + a) * kw + bb]
+                                        * x.data[((b * c + ch) * h + ih) * wd + iw];
+                                }
+                            }
+                        }
+                    }
+                    y.push(round_to(out.elem, acc));
+                }
+            }
+        }
+    }
+    y
+}
+
+/// 2-D max or average pooling (padding never counts for the maximum).
+fn pool(x: &Tensor, kind: PoolKind, w: &Window, out: &TensorType) -> Vec<f64> {
+    let [n, c, h, wd] = [x.ty.shape[0], x.ty.shape[1], x.ty.shape[2], x.ty.shape[3]];
+    let [oh, ow] = [out.shape[2], out.shape[3]];
+    let mut y = Vec::with_capacity(out.numel());
+    for p in 0..n * c {
+        for i in 0..oh {
+            for j in 0..ow {
+                let (mut acc, mut valid, mut padded) = (None::<f64>, 0usize, 0usize);
+                for a in 0..w.kernel[0] {
+                    for b in 0..w.kernel[1] {
+                        // Inside the padded input (what count_include_pad counts)?
+                        let inside = |o: usize,
+                                      k: usize,
+                                      s: usize,
+                                      d: usize,
+                                      pb: usize,
+                                      size: usize,
+                                      pe: usize| {
+                            let q = (o * s + k * d) as i64 - pb as i64;
+                            q >= -(pb as i64) && q < (size + pe) as i64
+                        };
+                        if inside(i, a, w.strides[0], w.dilations[0], w.pads[0], h, w.pads[2])
+                            && inside(j, b, w.strides[1], w.dilations[1], w.pads[1], wd, w.pads[3])
+                        {
+                            padded += 1;
+                        }
+                        if let Some([ih, iw]) = window_at(w, [h, wd], [i, j], [a, b]) {
+                            let v = x.data[(p * h + ih) * wd + iw];
+                            valid += 1;
+                            acc = Some(match (kind, acc) {
+                                (_, None) => v,
+                                (PoolKind::Max, Some(m)) if v.is_nan() || m.is_nan() => f64::NAN,
+                                (PoolKind::Max, Some(m)) => m.max(v),
+                                (PoolKind::Average { .. }, Some(s)) => s + v,
+                            });
+                        }
+                    }
+                }
+                let v = match kind {
+                    PoolKind::Max => acc.unwrap_or(f64::NEG_INFINITY),
+                    PoolKind::Average { count_include_pad } => {
+                        let count = if count_include_pad { padded } else { valid };
+                        acc.unwrap_or(0.0) / count.max(1) as f64
+                    }
+                };
+                y.push(round_to(out.elem, v));
+            }
+        }
+    }
+    y
+}
+
+/// The windows as rows (see [`Op::Im2Col`]).
+fn im2col(x: &Tensor, w: &Window, fill: f64, out: &TensorType) -> Vec<f64> {
+    let [n, c, h, wd] = [x.ty.shape[0], x.ty.shape[1], x.ty.shape[2], x.ty.shape[3]];
+    let ohw = out.shape[3];
+    let ow = w.output([h, wd]).map_or(1, |o| o[1]).max(1);
+    let mut y = Vec::with_capacity(out.numel());
+    for p in 0..n * c {
+        for a in 0..w.kernel[0] {
+            for b in 0..w.kernel[1] {
+                for q in 0..ohw {
+                    let v = match window_at(w, [h, wd], [q / ow, q % ow], [a, b]) {
+                        Some([ih, iw]) => x.data[(p * h + ih) * wd + iw],
+                        None => fill,
+                    };
+                    y.push(v);
+                }
+            }
+        }
+    }
+    y
 }
 
 /// `Transpose`: output dimension `i` is input dimension `perm[i]`.

@@ -212,6 +212,68 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
             let shape = broadcast(&broadcast(&tys[0].shape, &tys[1].shape)?, &tys[2].shape)?;
             TensorType { elem, shape }
         }
+        Op::Conv { window, groups } => {
+            if !(2..=3).contains(&tys.len()) {
+                return Err(format!("takes 2 or 3 inputs, got {}", tys.len()));
+            }
+            let elem = same_elem(tys)?;
+            let (x, w) = (&tys[0].shape, &tys[1].shape);
+            if x.len() != 4 || w.len() != 4 {
+                return Err(format!("only 2-D convolutions: x {x:?}, w {w:?}"));
+            }
+            let g = (*groups).max(1);
+            if x[1] % g != 0 || w[0] % g != 0 || w[1] * g != x[1] {
+                return Err(format!(
+                    "channels do not split into {g} groups: x {x:?}, w {w:?}"
+                ));
+            }
+            if [w[2], w[3]] != window.kernel {
+                return Err(format!(
+                    "the kernel {:?} is not the weights' {w:?}",
+                    window.kernel
+                ));
+            }
+            if let Some(b) = tys.get(2)
+                && b.shape != [w[0]]
+            {
+                return Err(format!("the bias is {:?}, not [{}]", b.shape, w[0]));
+            }
+            let [oh, ow] = window
+                .output([x[2], x[3]])
+                .ok_or_else(|| format!("the window is larger than the padded input {x:?}"))?;
+            TensorType {
+                elem,
+                shape: vec![x[0], w[0], oh, ow],
+            }
+        }
+        Op::Pool { window, .. } => {
+            arity(tys, 1)?;
+            let x = &tys[0].shape;
+            if x.len() != 4 {
+                return Err(format!("only 2-D pooling: x {x:?}"));
+            }
+            let [oh, ow] = window
+                .output([x[2], x[3]])
+                .ok_or_else(|| format!("the window is larger than the padded input {x:?}"))?;
+            TensorType {
+                elem: tys[0].elem,
+                shape: vec![x[0], x[1], oh, ow],
+            }
+        }
+        Op::Im2Col { window, .. } => {
+            arity(tys, 1)?;
+            let x = &tys[0].shape;
+            if x.len() != 4 {
+                return Err(format!("only 2-D windows: x {x:?}"));
+            }
+            let [oh, ow] = window
+                .output([x[2], x[3]])
+                .ok_or_else(|| format!("the window is larger than the padded input {x:?}"))?;
+            TensorType {
+                elem: tys[0].elem,
+                shape: vec![x[0], x[1], window.kernel[0] * window.kernel[1], oh * ow],
+            }
+        }
         Op::MatMul => {
             arity(tys, 2)?;
             let elem = same_elem(tys)?;

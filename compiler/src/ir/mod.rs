@@ -220,6 +220,82 @@ pub enum Op {
     },
     /// `cond ? x : y` element-wise with numpy broadcasting (`cond` boolean).
     Where,
+    /// 2-D convolution of `x [N, C, H, W]` with `w [M, C / groups, KH, KW]`
+    /// (and an optional bias `[M]`), into `[N, M, OH, OW]`.
+    Conv {
+        /// The window's placement.
+        window: Window,
+        /// Channel groups.
+        groups: usize,
+    },
+    /// 2-D pooling of `x [N, C, H, W]` into `[N, C, OH, OW]`.
+    Pool {
+        /// Maximum or average.
+        kind: PoolKind,
+        /// The window's size and placement.
+        window: Window,
+    },
+    /// The windows of a 2-D convolution laid out as rows (an internal step
+    /// of the lowering): `x [N, C, H, W]` to `[N, C, KH·KW, OH·OW]`, element
+    /// `(n, c, kh·KW + kw, oh·OW + ow)` = `x[n, c, oh·sh + kh·dh - pt, ow·sw +
+    /// kw·dw - pl]`, or `fill` where that is outside `x`.
+    Im2Col {
+        /// The window.
+        window: Window,
+        /// The value outside the input.
+        fill: f64,
+    },
+}
+
+/// A 2-D window: kernel size, strides, padding, dilations, and the output
+/// size they give.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
+    /// `[KH, KW]`.
+    pub kernel: [usize; 2],
+    /// `[sh, sw]`.
+    pub strides: [usize; 2],
+    /// `[top, left, bottom, right]`.
+    pub pads: [usize; 4],
+    /// `[dh, dw]`.
+    pub dilations: [usize; 2],
+    /// Round the output size up (pooling's `ceil_mode`).
+    pub ceil: bool,
+}
+
+impl Window {
+    /// The output size `[OH, OW]` over an input of `[H, W]`, if any.
+    pub fn output(&self, hw: [usize; 2]) -> Option<[usize; 2]> {
+        let mut out = [0; 2];
+        for i in 0..2 {
+            let span = self.dilations[i] * (self.kernel[i].checked_sub(1)?) + 1;
+            let padded = hw[i] + self.pads[i] + self.pads[i + 2];
+            let room = padded.checked_sub(span)?;
+            let s = self.strides[i].max(1);
+            let mut n = room / s + 1;
+            if self.ceil && room % s != 0 {
+                n += 1;
+                // The last window must start inside the input or the leading padding.
+                if (n - 1) * s >= hw[i] + self.pads[i] {
+                    n -= 1;
+                }
+            }
+            out[i] = n;
+        }
+        Some(out)
+    }
+}
+
+/// What a [`Op::Pool`] computes over a window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PoolKind {
+    /// The largest element.
+    Max,
+    /// The mean; padding counts as zeros when `count_include_pad`.
+    Average {
+        /// Whether padding elements count in the divisor.
+        count_include_pad: bool,
+    },
 }
 
 /// How a [`Op::Reduce`] combines elements.
@@ -346,6 +422,13 @@ impl Op {
             Op::Slice { .. } => "Slice",
             Op::Concat { .. } => "Concat",
             Op::Where => "Where",
+            Op::Conv { .. } => "Conv",
+            Op::Pool {
+                kind: PoolKind::Max,
+                ..
+            } => "MaxPool",
+            Op::Pool { .. } => "AveragePool",
+            Op::Im2Col { .. } => "Im2Col",
         }
     }
 }

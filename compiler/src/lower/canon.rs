@@ -11,6 +11,10 @@
 //! - a transpose that moves the last dimension and others is a permutation of
 //!   the rows (the last dimension kept), a swap of the last two dimensions,
 //!   and another permutation of the rows;
+//! - a 2-D convolution is a product of its weights `[M, C·KH·KW]` with the
+//!   windows laid out as rows (`Im2Col`, `[N, C·KH·KW, OH·OW]`), per group,
+//!   plus the bias; pooling combines the `KH·KW` rows of each window
+//!   element-wise (maximum, or a sum times `1/count`);
 //! - `Where` with a constant condition (a mask) is a product with the mask
 //!   plus the other operand's selected values: `x · m + where(c, 0, y)` when
 //!   `y` is constant (exact, also for `y = -inf`, as long as `x` is finite),
@@ -18,7 +22,9 @@
 //!   refused.
 
 use super::LowerError;
-use crate::ir::{Graph, Node, Op, ReduceKind, Tensor, TensorType, Unary, ValueId};
+use crate::ir::{
+    Graph, Node, Op, PoolKind, ReduceKind, Tensor, TensorType, Unary, ValueId, Window,
+};
 
 /// The graph with the rewrites applied (unchanged when none applies).
 pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, LowerError> {
@@ -168,6 +174,8 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, has_min_reduction: bool) -> Res
                 outputs: n.outputs.clone(),
             });
         }
+        Op::Conv { window, groups } => conv(g, out, n, window, *groups)?,
+        Op::Pool { kind, window } => pool(g, out, n, *kind, window)?,
         Op::Where => {
             let shape = g.ty(n.outputs[0]).shape.clone();
             select(out, n, &shape)?;
@@ -292,4 +300,180 @@ fn swaps_last_two(perm: &[usize]) -> bool {
         && perm[..r - 2].iter().enumerate().all(|(i, p)| i == *p)
         && perm[r - 2] == r - 1
         && perm[r - 1] == r - 2
+}
+
+/// The last node of `out` takes over `n`'s outputs, reshaped to them if needed.
+fn finish(out: &mut Graph, n: &Node, y: ValueId) {
+    let want = out.ty(n.outputs[0]).shape.clone();
+    let op = if out.ty(y).shape == want {
+        Op::Identity
+    } else {
+        Op::Reshape { shape: want }
+    };
+    out.nodes.push(Node {
+        name: n.name.clone(),
+        op,
+        inputs: vec![y],
+        outputs: n.outputs.clone(),
+    });
+}
+
+/// `Conv` as `Im2Col` and matrix products (see the module doc).
+fn conv(
+    g: &Graph,
+    out: &mut Graph,
+    n: &Node,
+    window: &Window,
+    groups: usize,
+) -> Result<(), String> {
+    let name = |step: &str| format!("{}/{step}", n.name);
+    let (x, w) = (n.inputs[0], n.inputs[1]);
+    let (xs, ws) = (g.ty(x).shape.clone(), g.ty(w).shape.clone());
+    let (nb, c, m, kk) = (xs[0], xs[1], ws[0], ws[2] * ws[3]);
+    let gs = groups.max(1);
+    let (cg, mg) = (c / gs, m / gs);
+    let im2col = Op::Im2Col {
+        window: window.clone(),
+        fill: 0.0,
+    };
+    let cols = out.add_node(name("im2col"), im2col, vec![x])?[0];
+    let ohw = out.ty(cols).shape[3];
+    let elem = g.ty(x).elem;
+    let mut parts = Vec::new();
+    for gi in 0..gs {
+        // This group's channels: rows [gi·cg·kk, (gi + 1)·cg·kk) of the windows.
+        let mut rows = out.add_node(
+            name(&format!("windows{gi}")),
+            Op::Reshape {
+                shape: vec![nb, c * kk, ohw],
+            },
+            vec![cols],
+        )?[0];
+        if gs > 1 {
+            let op = Op::Slice {
+                starts: vec![0, (gi * cg * kk) as i64, 0],
+                ends: vec![nb as i64, ((gi + 1) * cg * kk) as i64, ohw as i64],
+                steps: vec![1, 1, 1],
+            };
+            rows = out.add_node(name(&format!("group{gi}")), op, vec![rows])?[0];
+        }
+        let wm = match g.constants.get(&w) {
+            Some(t) => {
+                let per = cg * kk;
+                let data = t.data[gi * mg * per..(gi + 1) * mg * per].to_vec();
+                let ty = TensorType {
+                    elem,
+                    shape: vec![mg, per],
+                };
+                out.add_constant(name(&format!("weights{gi}")), Tensor::new(ty, data))
+            }
+            None if gs == 1 => {
+                let op = Op::Reshape {
+                    shape: vec![m, cg * kk],
+                };
+                out.add_node(name("weights"), op, vec![w])?[0]
+            }
+            None => {
+                return Err(
+                    "a grouped convolution with computed weights is not supported yet".to_owned(),
+                );
+            }
+        };
+        parts.push(out.add_node(name(&format!("product{gi}")), Op::MatMul, vec![wm, rows])?[0]);
+    }
+    let mut y = if parts.len() == 1 {
+        parts[0]
+    } else {
+        out.add_node(name("join"), Op::Concat { axis: 1 }, parts)?[0]
+    };
+    if let Some(&b) = n.inputs.get(2) {
+        let bias = match g.constants.get(&b) {
+            Some(t) => {
+                let ty = TensorType {
+                    elem,
+                    shape: vec![m, 1],
+                };
+                out.add_constant(name("bias"), Tensor::new(ty, t.data.clone()))
+            }
+            None => out.add_node(name("bias"), Op::Reshape { shape: vec![m, 1] }, vec![b])?[0],
+        };
+        y = out.add_node(name("biased"), Op::Add, vec![y, bias])?[0];
+    }
+    finish(out, n, y);
+    Ok(())
+}
+
+/// `MaxPool` / `AveragePool` as `Im2Col` and element-wise ops over its rows.
+fn pool(
+    g: &Graph,
+    out: &mut Graph,
+    n: &Node,
+    kind: PoolKind,
+    window: &Window,
+) -> Result<(), String> {
+    let name = |step: &str| format!("{}/{step}", n.name);
+    let x = n.inputs[0];
+    let xs = g.ty(x).shape.clone();
+    let fill = match kind {
+        PoolKind::Max => f64::NEG_INFINITY,
+        PoolKind::Average { .. } => 0.0,
+    };
+    let im2col = Op::Im2Col {
+        window: window.clone(),
+        fill,
+    };
+    let cols = out.add_node(name("im2col"), im2col, vec![x])?[0];
+    let s = out.ty(cols).shape.clone();
+    let kk = s[2];
+    let mut acc: Option<ValueId> = None;
+    for k in 0..kk {
+        let op = Op::Slice {
+            starts: vec![0, 0, k as i64, 0],
+            ends: vec![s[0] as i64, s[1] as i64, k as i64 + 1, s[3] as i64],
+            steps: vec![1; 4],
+        };
+        let row = out.add_node(name(&format!("tap{k}")), op, vec![cols])?[0];
+        acc = Some(match acc {
+            None => row,
+            Some(a) => {
+                let op = if kind == PoolKind::Max {
+                    Op::Max
+                } else {
+                    Op::Add
+                };
+                out.add_node(name(&format!("acc{k}")), op, vec![a, row])?[0]
+            }
+        });
+    }
+    let mut y = acc.ok_or("an empty window")?;
+    if let PoolKind::Average { count_include_pad } = kind {
+        // 1 / (elements each window averages), per output position.
+        let [oh, ow] = window
+            .output([xs[2], xs[3]])
+            .ok_or("the window does not fit")?;
+        let count = |o: usize, i: usize, size: usize| {
+            (0..window.kernel[i])
+                .filter(|k| {
+                    let q = (o * window.strides[i] + k * window.dilations[i]) as i64
+                        - window.pads[i] as i64;
+                    if count_include_pad {
+                        q < (size + window.pads[i + 2]) as i64
+                    } else {
+                        q >= 0 && q < size as i64
+                    }
+                })
+                .count()
+        };
+        let data = (0..oh * ow)
+            .map(|p| 1.0 / (count(p / ow, 0, xs[2]) * count(p % ow, 1, xs[3])).max(1) as f64)
+            .collect();
+        let ty = TensorType {
+            elem: g.ty(x).elem,
+            shape: vec![oh * ow],
+        };
+        let k = out.add_constant(name("inverse_count"), Tensor::new(ty, data));
+        y = out.add_node(name("mean"), Op::Mul, vec![y, k])?[0];
+    }
+    finish(out, n, y);
+    Ok(())
 }

@@ -150,6 +150,69 @@ impl Lowerer<'_> {
         Ok(())
     }
 
+    /// `Im2Col`: the result starts as `fill` (constant data at its home); each
+    /// kernel position and output row then copies the input row's elements
+    /// the windows read, for all images and channels at once.
+    pub(super) fn im2col(
+        &mut self,
+        n: &Node,
+        w: &crate::ir::Window,
+        fill: f64,
+    ) -> Result<(), LowerError> {
+        let g = self.g;
+        let (x, out) = (n.inputs[0], n.outputs[0]);
+        let xs = g.ty(x).shape.clone();
+        let (nc, h, wd) = ((xs[0] * xs[1]) as i64, xs[2] as i64, xs[3] as i64);
+        let [oh, ow] = w
+            .output([xs[2], xs[3]])
+            .ok_or_else(|| Self::node_err(n, "the window does not fit"))?;
+        let (oh, ow) = (oh as i64, ow as i64);
+        let (src, dst) = (self.home_of(x)?, self.home_of(out)?);
+        let bytes = super::encode(
+            dst.dtype,
+            std::iter::repeat_n(fill, (dst.rows * dst.pitch) as usize),
+        );
+        self.data.push(isa_specs::program::DataSegment {
+            memory: self.e.m.memories[self.home_mem().index()].name.clone(),
+            addr: dst.addr,
+            bytes,
+        });
+        let (kh, kw) = (w.kernel[0] as i64, w.kernel[1] as i64);
+        let (sh, sw) = (w.strides[0] as i64, w.strides[1] as i64);
+        let (dh, dw) = (w.dilations[0] as i64, w.dilations[1] as i64);
+        let (pt, pl) = (w.pads[0] as i64, w.pads[1] as i64);
+        for a in 0..kh {
+            for b in 0..kw {
+                // Output columns whose input column is inside: iw = ow·sw + b·dw - pl.
+                let off = b * dw - pl;
+                let lo = if off >= 0 { 0 } else { (-off + sw - 1) / sw };
+                let hi = ((wd - 1 - off).div_euclid(sw)).min(ow - 1);
+                if lo > hi {
+                    continue;
+                }
+                for i in 0..oh {
+                    let ih = i * sh + a * dh - pt;
+                    if ih < 0 || ih >= h {
+                        continue;
+                    }
+                    let pairs: Vec<(i64, i64)> = (0..nc)
+                        .map(|p| (p * h + ih, p * kh * kw + a * kw + b))
+                        .collect();
+                    self.copy_rows_strided(
+                        &src,
+                        &dst,
+                        &pairs,
+                        lo * sw + off,
+                        sw,
+                        i * ow + lo,
+                        hi - lo + 1,
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `Concat`: each input's rows go to their place in the result.
     pub(super) fn concat(&mut self, n: &Node, axis: usize) -> Result<(), LowerError> {
         let g = self.g;
@@ -217,7 +280,6 @@ impl Lowerer<'_> {
     /// transfer alignment moves an aligned superset and shifts it on chip
     /// element by element (see [`super::scalar`]); the destination's
     /// superset is read first, so the columns around the result survive.
-    #[allow(clippy::too_many_arguments)]
     fn copy_rows(
         &mut self,
         src: &Home,
@@ -227,39 +289,89 @@ impl Lowerer<'_> {
         d0: i64,
         cols: i64,
     ) -> Result<(), LowerError> {
-        let home = self.home_mem();
-        let land_of = |l: &Self, dt| {
-            l.info
-                .copies
-                .iter()
-                .find(|cp| {
-                    cp.from
-                        == Loc {
-                            place: Place::Mem(home),
-                            dtype: dt,
-                        }
-                        && matches!(cp.to.place, Place::Mem(_))
-                })
-                .map(|cp| cp.to)
-                .ok_or_else(|| err("nothing loads from the home memory"))
-        };
-        let land = land_of(self, src.dtype)?;
+        self.copy_rows_strided(src, dst, pairs, c0, 1, d0, cols)
+    }
+
+    /// As [`Self::copy_rows`], reading every `step`-th source column from
+    /// `c0` (a step other than 1 always goes through the on-chip shift).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn copy_rows_strided(
+        &mut self,
+        src: &Home,
+        dst: &Home,
+        pairs: &[(i64, i64)],
+        c0: i64,
+        step: i64,
+        d0: i64,
+        cols: i64,
+    ) -> Result<(), LowerError> {
+        let land = self.landing_of(src.dtype)?;
         let Place::Mem(lm) = land.place else {
             return Err(err("no landing memory"));
         };
         let per = (self.info.home_align / src.dtype.bytes().max(1)).max(1) as i64;
         let per_d = (self.info.home_align / dst.dtype.bytes().max(1)).max(1) as i64;
-        let shifted = (c0 % per != 0) || (d0 % per_d != 0);
+        // Every `step`-th element of a row, aligned at both ends: one transfer
+        // of `cols` one-element rows `step` apart lands as a contiguous run.
+        if step != 1 && c0 % per == 0 && d0 % per_d == 0 {
+            for &(f, t) in pairs {
+                let from = MemTile {
+                    pitch: step,
+                    ..self.rows_tile(src, f, 1, c0, cols, 1)
+                };
+                let buf = self.e.buffer_padded(lm, land.dtype, cols, 1, Pad::Dense);
+                let cp = self.e.checkpoint();
+                let Ok(v) = self.e.to_loc(Val::Mem(from), land, Some(&buf), Pad::Dense) else {
+                    self.e.rollback(cp);
+                    return self.copy_rows_shifted(src, dst, pairs, c0, step, d0, cols, land);
+                };
+                if let Val::Mem(t) = &v {
+                    self.e.ready(t).map_err(err)?;
+                }
+                // The run as one row.
+                let row = MemTile {
+                    rows: 1,
+                    cols,
+                    pitch: cols,
+                    ..buf
+                };
+                self.store_rows(&row, dst, &[t], d0, cols)?;
+            }
+            return Ok(());
+        }
+        self.copy_rows_shifted(src, dst, pairs, c0, step, d0, cols, land)
+    }
+
+    /// [`Self::copy_rows_strided`] through aligned supersets and, where
+    /// offsets or the step need it, element moves on chip.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_rows_shifted(
+        &mut self,
+        src: &Home,
+        dst: &Home,
+        pairs: &[(i64, i64)],
+        c0: i64,
+        step: i64,
+        d0: i64,
+        cols: i64,
+        land: Loc,
+    ) -> Result<(), LowerError> {
+        let Place::Mem(lm) = land.place else {
+            return Err(err("no landing memory"));
+        };
+        let per = (self.info.home_align / src.dtype.bytes().max(1)).max(1) as i64;
+        let per_d = (self.info.home_align / dst.dtype.bytes().max(1)).max(1) as i64;
+        let shifted = (c0 % per != 0) || (d0 % per_d != 0) || step != 1;
         let moves = if shifted {
             let mv = super::scalar::moves(self.e.m, lm, land.dtype).ok_or_else(|| {
                 err(format!(
-                    "a column offset ({c0} or {d0}) is not on a {}-byte boundary the machine's transfers need, and it has no scalar load and store of {} in `{}` to shift the data on chip",
+                    "a column offset ({c0} or {d0}) or step ({step}) the machine's {}-byte-aligned transfers cannot take, and it has no scalar load and store of {} in `{}` to shift the data on chip",
                     self.info.home_align,
                     land.dtype.name(),
                     self.e.m.memories[lm.index()].name
                 ))
             })?;
-            if land_of(self, dst.dtype)? != land {
+            if self.landing_of(dst.dtype)? != land {
                 return Err(err(
                     "source and destination land in different places; cannot shift",
                 ));
@@ -268,9 +380,10 @@ impl Lowerer<'_> {
         } else {
             None
         };
-        let w_max = cols.min(512);
-        let budget = (self.tile_budget() / 4 / ((w_max + per) * land.dtype.bytes() as i64).max(1))
-            .clamp(1, 64);
+        let w_max = cols.min((512 / step).max(1));
+        let span_max = (w_max - 1) * step + 1 + per;
+        let budget =
+            (self.tile_budget() / 4 / (span_max * land.dtype.bytes() as i64).max(1)).clamp(1, 64);
         for block in pairs.chunks(budget as usize) {
             let h = block.len() as i64;
             let froms: Vec<i64> = block.iter().map(|p| p.0).collect();
@@ -279,10 +392,12 @@ impl Lowerer<'_> {
             while c < cols {
                 let w = w_max.min(cols - c);
                 // Source: from an aligned column, `ds` elements before the data.
-                let ds = (c0 + c) % per;
-                let a = self.load_rows(src, &froms, c0 + c - ds, w + ds, land)?;
+                let start = c0 + c * step;
+                let ds = start % per;
+                let span = (w - 1) * step + 1;
+                let a = self.load_rows(src, &froms, start - ds, span + ds, land)?;
                 let dd = (d0 + c) % per_d;
-                let out = if ds == 0 && dd == 0 {
+                let out = if ds == 0 && dd == 0 && step == 1 {
                     a
                 } else {
                     let mv = moves.as_ref().ok_or_else(|| err("no scalar moves"))?;
@@ -299,7 +414,7 @@ impl Lowerer<'_> {
                                 mv,
                                 &a,
                                 i,
-                                ds + j,
+                                ds + j * step,
                                 &b,
                                 i,
                                 dd + j,
@@ -314,6 +429,20 @@ impl Lowerer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Where tiles of `dt` at home land on chip (the first copy out of home).
+    fn landing_of(&self, dt: isa_specs::model::DType) -> Result<Loc, LowerError> {
+        let home = Loc {
+            place: Place::Mem(self.home_mem()),
+            dtype: dt,
+        };
+        self.info
+            .copies
+            .iter()
+            .find(|cp| cp.from == home && matches!(cp.to.place, Place::Mem(_)))
+            .map(|cp| cp.to)
+            .ok_or_else(|| err("nothing loads from the home memory"))
     }
 
     /// Rows `rows` of `home`, columns `c..c + w`, in a fresh on-chip buffer at `land`.

@@ -49,10 +49,29 @@ pub(super) struct MatMulPlan {
     /// When no contraction instruction fits: the product as a sum of rows of
     /// `B` scaled by elements of `A`, on vector registers.
     pub(super) decomposed: Option<ops::Scaled>,
+    /// Whole tiles even at the matrix's edge (zero-padded operands).
+    pub(super) whole_tiles: bool,
+}
+
+/// How hard the tiling tries: each is a retry when the one before fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Tiling {
+    /// The best tile sizes; edge tiles of the exact size.
+    Exact,
+    /// Sizes that are multiples of the column granule, and whole tiles at the edge.
+    Aligned,
+    /// The decomposed product, if the machine has its pieces.
+    Decomposed,
 }
 
 impl Lowerer<'_> {
-    pub(super) fn plan_matmul(&mut self, n: &crate::ir::Node) -> Result<MatMulPlan, LowerError> {
+    /// The plan of a matrix product, tiled as `tiling` says.
+    pub(super) fn plan_matmul(
+        &mut self,
+        n: &crate::ir::Node,
+        tiling: Tiling,
+    ) -> Result<MatMulPlan, LowerError> {
+        let aligned = tiling == Tiling::Aligned;
         let g = self.g;
         let (a, b) = (n.inputs[0], n.inputs[1]);
         let (sa, sb, so) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(n.outputs[0]).shape);
@@ -127,7 +146,7 @@ impl Lowerer<'_> {
             } else {
                 (None, Some(c.clone()))
             };
-            let Some((cost, tm, tn, tk)) = self.tile_search(c, m, nn, k) else {
+            let Some((cost, tm, tn, tk)) = self.tile_search(c, m, nn, k, aligned) else {
                 why.push(format!(
                     "`{}` accepts no tile size",
                     self.e.m.instructions[c.inst.index()].name
@@ -158,11 +177,12 @@ impl Lowerer<'_> {
                         a_batch: a_batch.clone(),
                         b_batch: b_batch.clone(),
                         decomposed: None,
+                        whole_tiles: aligned,
                     },
                 ));
             }
         }
-        if let Some((_, p)) = best {
+        if let Some((_, p)) = best.filter(|_| tiling != Tiling::Decomposed) {
             return Ok(p);
         }
         // Decomposition: C[m, :] = Σ_k A[m, k] · B[k, :] with a vector times a
@@ -183,6 +203,7 @@ impl Lowerer<'_> {
                 a_batch,
                 b_batch,
                 decomposed: Some(sc),
+                whole_tiles: false,
             });
         }
         Err(Self::node_err(
@@ -201,7 +222,14 @@ impl Lowerer<'_> {
     /// The tile sizes `(m, n, k)` minimising the contraction's estimated time:
     /// its occupancy per step from the generated timing tables, plus the
     /// latency and transfer time of its operands from the home memory.
-    fn tile_search(&self, c: &Contraction, m: i64, n: i64, k: i64) -> Option<(i64, i64, i64, i64)> {
+    fn tile_search(
+        &self,
+        c: &Contraction,
+        m: i64,
+        n: i64,
+        k: i64,
+        aligned: bool,
+    ) -> Option<(i64, i64, i64, i64)> {
         let gran = self.info.col_granule;
         // Register shapes (an instruction may need whole registers, even past the
         // matrix's edge), and powers of two up to the dimension.
@@ -214,12 +242,15 @@ impl Lowerer<'_> {
             .collect();
         // Sizes up to the (rounded) dimension first; whole registers past the
         // edge only if nothing smaller fits.
+        // A size smaller than the dimension is a multiple of the column granule
+        // (operand tiles at column offsets start aligned for transfers).
         let first = self.tile_search_in(c, (m, n, k), &|dim| {
             let top = machine::rup(dim, gran).max(1);
             let mut v: Vec<i64> = (0..13).map(|p| 1i64 << p).filter(|x| *x <= top).collect();
             v.extend(fixed.iter().copied().filter(|x| *x <= top));
             v.push(dim);
             v.push(top);
+            v.retain(|x| (*x >= dim && !aligned) || x % gran == 0);
             v.sort_unstable();
             v.dedup();
             v
@@ -365,8 +396,12 @@ impl Lowerer<'_> {
                 data[(oi * ocols + oj) as usize] = x;
             }
         }
+        // Panels along the stored columns when they are not the reduction
+        // (staged runs of the reduction never cross a panel): N of B, M of Aᵀ.
         let pw = if !is_a && !transposed && ocols > p.tn {
             p.tn
+        } else if is_a && transposed && ocols > p.tm {
+            p.tm
         } else {
             0
         };
@@ -420,7 +455,7 @@ impl Lowerer<'_> {
             f.probe(e, mnk)
                 .is_some_and(|op| e.check(&op, f.inst).is_ok())
         };
-        let (mr, nr) = if fits(&self.e, &form, (exact.0, exact.1, p.tk)) {
+        let (mr, nr) = if !p.whole_tiles && fits(&self.e, &form, (exact.0, exact.1, p.tk)) {
             exact
         } else {
             (p.tm, p.tn)
@@ -452,6 +487,7 @@ impl Lowerer<'_> {
         // is retried without staging, then in halves.
         let mut kw = p.tk.min(p.k);
         let mut stage = true;
+        let mut first_err: Option<LowerError> = None;
         while kk < p.k {
             kw = kw.min(p.k - kk);
             let cp = self.e.checkpoint();
@@ -477,7 +513,8 @@ impl Lowerer<'_> {
                     kk += kw;
                 }
                 Err(e) if stage || kw > 1 => {
-                    let _ = e;
+                    // The first failure says most: keep it for the report.
+                    first_err.get_or_insert(e);
                     self.e.rollback(cp);
                     staged = staged_before;
                     if stage {
@@ -488,7 +525,7 @@ impl Lowerer<'_> {
                         kw = 1i64 << (63 - (kw - 1).max(1).leading_zeros());
                     }
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(first_err.unwrap_or(e)),
             }
         }
         Ok(t_val)
@@ -742,16 +779,21 @@ impl Lowerer<'_> {
             }
             let (panels, pw) = self.packed_matrix(v, batch_row0, dims, dt, p)?;
             if pw > 0 {
-                // Column `c0` of B is column `c0 % pw` of its panel.
+                // Column `c0` of B is column `c0 % pw` of its panel; row `r0` of A, of Aᵀ's.
+                let (at, off) = if is_a {
+                    (r0, (r0 % pw, c0))
+                } else {
+                    (c0, (r0, c0 % pw))
+                };
                 let panel = panels
-                    .get((c0 / pw) as usize)
+                    .get((at / pw) as usize)
                     .cloned()
                     .ok_or_else(|| err("panel out of range"))?;
                 return self.contraction_slice(
                     p,
                     panel,
                     is_a,
-                    (r0, c0 % pw),
+                    off,
                     (rows, cols),
                     transposed,
                     loc,
@@ -860,13 +902,20 @@ impl Lowerer<'_> {
             } else {
                 whole.view(k0, c0, len, cols)
             };
+            // The buffer suits both the copy out of it and the one into it
+            // (a conversion through registers stores whole register rows).
             let pad = if strided {
                 Pad::Aligned
             } else {
-                self.info
+                let out = self
+                    .info
                     .path(&[stage_loc], loc)
-                    .and_then(|(_, ch)| ch.first().map(|&ci| self.info.copies[ci].pad()))
-                    .unwrap_or(Pad::Dense)
+                    .and_then(|(_, ch)| ch.first().map(|&ci| self.info.copies[ci].pad()));
+                let into = self
+                    .info
+                    .path(&[whole.loc()], stage_loc)
+                    .and_then(|(_, ch)| ch.last().map(|&ci| self.info.copies[ci].pad()));
+                out.max(into).unwrap_or(Pad::Dense)
             };
             let tile = match self
                 .e

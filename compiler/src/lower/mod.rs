@@ -492,6 +492,13 @@ impl Lowerer<'_> {
                         .push((format!("Slice({})", n.name), self.e.code.len() - before));
                     continue;
                 }
+                Op::Im2Col { window, fill } => {
+                    let before = self.e.code.len();
+                    self.im2col(n, window, *fill)?;
+                    self.regions
+                        .push((format!("Im2Col({})", n.name), self.e.code.len() - before));
+                    continue;
+                }
                 Op::Concat { axis } => {
                     let before = self.e.code.len();
                     self.concat(n, *axis)?;
@@ -676,10 +683,57 @@ impl Lowerer<'_> {
                 _ => plan.push((ew, other, swapped)),
             }
         }
-        let mm = match root.op {
-            Op::MatMul => Some(self.plan_matmul(root)?),
-            _ => None,
-        };
+        if !matches!(root.op, Op::MatMul) {
+            return self.region_tiles(&None, &plan, root_input, out, &out_home);
+        }
+        // Tiles of the exact matrix size may leave operand rows the machine's
+        // copies cannot align; whole aligned tiles (zero-padded) can; failing
+        // that, the decomposed product.
+        let mut first: Option<LowerError> = None;
+        let mut tried: Vec<(i64, i64, i64, bool)> = Vec::new();
+        for tiling in [
+            matmul::Tiling::Exact,
+            matmul::Tiling::Aligned,
+            matmul::Tiling::Decomposed,
+        ] {
+            let Ok(p) = self.plan_matmul(root, tiling) else {
+                continue;
+            };
+            let key = (p.tm, p.tn, p.tk, p.decomposed.is_some());
+            if tried.contains(&key) && !p.whole_tiles {
+                continue;
+            }
+            tried.push(key);
+            // Everything an attempt adds is undone if it fails: code, data, packing caches.
+            let cp = self.e.checkpoint();
+            let data = self.data.len();
+            let packed = (self.packed.clone(), self.packed_panels.clone());
+            match self.region_tiles(&Some(p), &plan, root_input, out, &out_home) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    self.e.rollback(cp);
+                    self.data.truncate(data);
+                    (self.packed, self.packed_panels) = packed;
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => self.plan_matmul(root, matmul::Tiling::Exact).map(|_| ()),
+        }
+    }
+
+    /// The tile loop of a region (see [`Self::region`]).
+    fn region_tiles(
+        &mut self,
+        mm: &Option<matmul::MatMulPlan>,
+        plan: &[(Ew, Option<Operand>, bool)],
+        root_input: Option<ValueId>,
+        out: ValueId,
+        out_home: &Home,
+    ) -> Result<(), LowerError> {
+        let (rows, cols) = (out_home.rows, out_home.cols);
         // Tile sizes: the contraction's, or a budget of the smallest on-chip memory.
         let (th, tw) = match &mm {
             Some(p) => (p.tm, p.tn),
@@ -714,7 +768,7 @@ impl Lowerer<'_> {
                         (None, None) => return Err(err("region without input")),
                     };
                     let mut chain = Vec::new();
-                    for (ew, other, swapped) in &plan {
+                    for (ew, other, swapped) in plan {
                         let other = match other {
                             Some(o) => Some(self.operand(o, out, row0, c, h, w)?),
                             None => None,
