@@ -225,6 +225,98 @@ class Gpt2Block:
         return x1 + lin(g, "mlp.c_proj")
 
 
+class SmallCnn:
+    """A small CNN: two conv-BN-relu stages with max pooling, a residual block
+    (conv-BN-relu, conv-BN, add, relu), global average pooling and a linear head."""
+
+    def __init__(self, name, seed):
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.w = [], [], {}
+
+    def const(self, name, array):
+        array = np.asarray(array)
+        self.inits.append(numpy_helper.from_array(array, name=name))
+        self.w[name] = array.astype(np.float64) if array.dtype == np.float32 else array
+        return name
+
+    def node(self, op, inputs, output, **attrs):
+        self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    def conv_bn(self, x, cin, cout, name, relu=True, stride=1):
+        w = (self.rng.standard_normal((cout, cin, 3, 3)) * np.sqrt(2.0 / (cin * 9))).astype(np.float32)
+        y = self.node("Conv", [x, self.const(f"{name}.weight", w)], f"{name}.conv",
+                      pads=[1, 1, 1, 1], strides=[stride, stride])
+        bn = [self.const(f"{name}.bn.{k}", v) for k, v in [
+            ("scale", (1 + 0.1 * self.rng.standard_normal(cout)).astype(np.float32)),
+            ("bias", (0.1 * self.rng.standard_normal(cout)).astype(np.float32)),
+            ("mean", (0.1 * self.rng.standard_normal(cout)).astype(np.float32)),
+            ("var", (1 + 0.1 * self.rng.random(cout)).astype(np.float32)),
+        ]]
+        y = self.node("BatchNormalization", [y] + bn, f"{name}.bn", epsilon=1e-5)
+        return self.node("Relu", [y], f"{name}.relu") if relu else y
+
+    def build(self):
+        x = self.conv_bn("input", 3, 8, "stage1")
+        x = self.node("MaxPool", [x], "stage1.pool", kernel_shape=[2, 2], strides=[2, 2])
+        x = self.conv_bn(x, 8, 16, "stage2")
+        x = self.node("MaxPool", [x], "stage2.pool", kernel_shape=[2, 2], strides=[2, 2])
+        h = self.conv_bn(x, 16, 16, "res.a")
+        h = self.conv_bn(h, 16, 16, "res.b", relu=False)
+        x = self.node("Relu", [self.node("Add", [x, h], "res.add")], "res.relu")
+        x = self.node("GlobalAveragePool", [x], "gap")
+        x = self.node("Flatten", [x], "flat", axis=1)
+        w = (self.rng.standard_normal((10, 16)) * 0.25).astype(np.float32)
+        b = (0.1 * self.rng.standard_normal(10)).astype(np.float32)
+        self.node("Gemm", [x, self.const("head.weight", w), self.const("head.bias", b)], "output", transB=1)
+        graph = helper.make_graph(
+            self.nodes, self.name,
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [2, 3, 16, 16])],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [2, 10])],
+            self.inits,
+        )
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="tessera scripts/make_examples.py",
+                              doc_string="Small CNN: conv-BN-relu-pool x2, a residual block, global average pool, linear.")
+        m.ir_version = IR_VERSION
+        onnx.checker.check_model(m, full_check=True)
+        return m
+
+    def reference(self, x):
+        w = self.w
+
+        def conv(x, k):
+            n, c, h, wd = x.shape
+            p = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+            out = np.zeros((n, k.shape[0], h, wd))
+            for a in range(3):
+                for b in range(3):
+                    out += np.einsum("nchw,mc->nmhw", p[:, :, a:a + h, b:b + wd], k[:, :, a, b])
+            return out
+
+        def conv_bn(x, name, relu=True):
+            y = conv(x, w[f"{name}.weight"])
+            g, b, mu, var = (w[f"{name}.bn.{k}"][None, :, None, None] for k in ["scale", "bias", "mean", "var"])
+            y = (y - mu) / np.sqrt(var + 1e-5) * g + b
+            return np.maximum(y, 0) if relu else y
+
+        def pool(x):
+            n, c, h, wd = x.shape
+            return x.reshape(n, c, h // 2, 2, wd // 2, 2).max(axis=(3, 5))
+
+        x = pool(conv_bn(x.astype(np.float64), "stage1"))
+        x = pool(conv_bn(x, "stage2"))
+        h = conv_bn(conv_bn(x, "res.a"), "res.b", relu=False)
+        x = np.maximum(x + h, 0).mean(axis=(2, 3))
+        return x @ w["head.weight"].T + w["head.bias"]
+
+
+def small_cnn():
+    b = SmallCnn("cnn_small", 8)
+    return b, b.build(), (2, 3, 16, 16)
+
+
 def gpt2_block(name, d, heads, seq, seed):
     b = Gpt2Block(name, d, heads, seq, seed)
     return b, b.build(), (1, seq, d)
@@ -236,6 +328,7 @@ MODELS = [
     lambda: matmul_bias_relu("matmul_bias_relu_small", 16, 3),
     lambda: matmul_bias_relu("matmul_bias_relu_large", 128, 4),
     lambda: gpt2_block("gpt2_block_small", 64, 4, 16, 5),
+    small_cnn,
 ]
 
 # Too large to commit (28 MB of weights): written with --large, for benchmarks.

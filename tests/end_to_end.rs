@@ -14,12 +14,15 @@ const REFUSALS: &[(&str, &str, &str)] = &[
     // The heads' K^T moves the last dimension: simd-dsp has no transposing
     // copy and no f32 scalar moves (pim-dram transposes through its scalars).
     ("gpt2_block_small", "simd-dsp", "lacks a transposing copy"),
+    // The convolution windows start at unaligned columns; simd-dsp's transfers
+    // need 64-byte alignment and it has no f32 scalar moves to shift them.
+    ("cnn_small", "simd-dsp", "no scalar load and store of f32"),
 ];
 
 #[test]
 fn every_example_runs_on_every_target_and_matches() {
     let all = examples();
-    assert!(all.len() >= 4);
+    assert!(all.len() >= 6);
     let mut failures = Vec::new();
     for dir in &all {
         let mut g = compiler::onnx::import_file(dir.join("model.onnx")).expect("import");

@@ -383,7 +383,7 @@ impl Lowerer<'_> {
         let w_max = cols.min((512 / step).max(1));
         let span_max = (w_max - 1) * step + 1 + per;
         let budget =
-            (self.tile_budget() / 4 / (span_max * land.dtype.bytes() as i64).max(1)).clamp(1, 64);
+            (self.tile_budget() / 16 / (span_max * land.dtype.bytes() as i64).max(1)).clamp(1, 64);
         for block in pairs.chunks(budget as usize) {
             let h = block.len() as i64;
             let froms: Vec<i64> = block.iter().map(|p| p.0).collect();

@@ -358,9 +358,12 @@ impl Lowerer<'_> {
             if let Some(root) = alias.get(&v)
                 && let Some(h) = self.homes.get(root).cloned()
             {
-                if h.pitch != h.cols && cols != h.cols {
-                    // Rows of the root are padded: the view gets its own bytes
-                    // and a copy (see `copy::relayout`).
+                // A view aliases its root when its rows are the root's, or
+                // the root is dense and the view's rows start aligned too.
+                let aligned_rows = rows <= 1
+                    || (cols as u64 * h.dtype.bytes()).is_multiple_of(self.info.home_align);
+                if cols != h.cols && (h.pitch != h.cols || !aligned_rows) {
+                    // The view gets its own bytes and a copy (see `copy::relayout`).
                     self.relayouts.insert(v);
                     let dtype = h.dtype;
                     let pitch = self.home_pitch(cols, dtype);
@@ -410,6 +413,15 @@ impl Lowerer<'_> {
             );
         }
         Ok(())
+    }
+
+    /// `e`, naming node `n` unless it names one already.
+    fn at_node(n: &crate::ir::Node, e: LowerError) -> LowerError {
+        if e.node.is_some() {
+            e
+        } else {
+            Self::node_err(n, e.message)
+        }
     }
 
     fn node_err(n: &crate::ir::Node, message: impl Into<String>) -> LowerError {
@@ -471,7 +483,7 @@ impl Lowerer<'_> {
                     }
                     if self.relayouts.contains(&n.outputs[0]) {
                         let before = self.e.code.len();
-                        self.relayout(n)?;
+                        self.relayout(n).map_err(|e| Self::at_node(n, e))?;
                         self.regions
                             .push((format!("Relayout({})", n.name), self.e.code.len() - before));
                     }
@@ -487,28 +499,31 @@ impl Lowerer<'_> {
                 Op::Transpose { perm } if perm.iter().enumerate().all(|(i, p)| i == *p) => continue,
                 Op::Slice { starts, steps, .. } => {
                     let before = self.e.code.len();
-                    self.slice(n, starts, steps)?;
+                    self.slice(n, starts, steps)
+                        .map_err(|e| Self::at_node(n, e))?;
                     self.regions
                         .push((format!("Slice({})", n.name), self.e.code.len() - before));
                     continue;
                 }
                 Op::Im2Col { window, fill } => {
                     let before = self.e.code.len();
-                    self.im2col(n, window, *fill)?;
+                    self.im2col(n, window, *fill)
+                        .map_err(|e| Self::at_node(n, e))?;
                     self.regions
                         .push((format!("Im2Col({})", n.name), self.e.code.len() - before));
                     continue;
                 }
                 Op::Concat { axis } => {
                     let before = self.e.code.len();
-                    self.concat(n, *axis)?;
+                    self.concat(n, *axis).map_err(|e| Self::at_node(n, e))?;
                     self.regions
                         .push((format!("Concat({})", n.name), self.e.code.len() - before));
                     continue;
                 }
                 Op::Reduce { kind, axes, .. } => {
                     let before = self.e.code.len();
-                    self.reduce(n, *kind, axes)?;
+                    self.reduce(n, *kind, axes)
+                        .map_err(|e| Self::at_node(n, e))?;
                     self.regions.push((
                         format!("{}({})", n.op.name(), n.name),
                         self.e.code.len() - before,
@@ -517,7 +532,7 @@ impl Lowerer<'_> {
                 }
                 Op::Transpose { perm } => {
                     let before = self.e.code.len();
-                    self.transpose(n, perm)?;
+                    self.transpose(n, perm).map_err(|e| Self::at_node(n, e))?;
                     self.regions
                         .push((format!("Transpose({})", n.name), self.e.code.len() - before));
                     continue;
@@ -708,7 +723,11 @@ impl Lowerer<'_> {
             let cp = self.e.checkpoint();
             let data = self.data.len();
             let packed = (self.packed.clone(), self.packed_panels.clone());
-            match self.region_tiles(&Some(p), &plan, root_input, out, &out_home) {
+            let bufs = self.e.bufs.len();
+            let result = self
+                .region_tiles(&Some(p), &plan, root_input, out, &out_home)
+                .and_then(|()| self.fits_on_chip(bufs));
+            match result {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     self.e.rollback(cp);
@@ -740,7 +759,9 @@ impl Lowerer<'_> {
             None => {
                 let budget = self.tile_budget();
                 let tw = cols.min(512);
-                let th = (budget / (tw * 4 * (plan.len() as i64 + 2) * 2))
+                // Buffers of fixed-width registers are padded to whole registers.
+                let pitch = machine::rup(tw, self.info.pitch_granule.max(1));
+                let th = (budget / (pitch * 4 * (plan.len() as i64 + 2) * 2))
                     .clamp(1, 256)
                     .min(rows);
                 (th, tw)
@@ -790,6 +811,27 @@ impl Lowerer<'_> {
                     c += w;
                 }
                 r += h;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the on-chip buffers from `first` on fit their memories (placed
+    /// by liveness, as the back end will).
+    fn fits_on_chip(&self, first: usize) -> Result<(), LowerError> {
+        for (mi, mem) in self.e.m.memories.iter().enumerate() {
+            let bs: Vec<memplan::Buffer> = self.e.bufs[first..]
+                .iter()
+                .filter(|b| b.mem.index() == mi)
+                .map(|b| memplan::Buffer {
+                    size: b.size,
+                    align: b.align,
+                    live: b.live,
+                })
+                .collect();
+            if !bs.is_empty() {
+                memplan::plan(&bs, mem.size.value as u64)
+                    .map_err(|e| err(format!("memory `{}`: {e}", mem.name)))?;
             }
         }
         Ok(())
