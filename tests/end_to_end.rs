@@ -19,10 +19,56 @@ const REFUSALS: &[(&str, &str, &str)] = &[
     ("cnn_small", "simd-dsp", "no scalar load and store of f32"),
 ];
 
+/// The bundled examples, one test each (they run in parallel).
+const EXAMPLES: &[&str] = &[
+    "cnn_small",
+    "gpt2_block_small",
+    "matmul_bias_relu_large",
+    "matmul_bias_relu_small",
+    "mlp_medium",
+    "mlp_small",
+];
+
 #[test]
-fn every_example_runs_on_every_target_and_matches() {
-    let all = examples();
-    assert!(all.len() >= 6);
+fn every_bundled_example_has_a_test() {
+    let names: Vec<String> = examples()
+        .iter()
+        .map(|d| {
+            d.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(names, EXAMPLES, "add the new example to EXAMPLES");
+}
+
+macro_rules! example_tests {
+    ($($name:ident),*) => {$(
+        #[test]
+        fn $name() {
+            runs_on_every_target_and_matches(stringify!($name));
+        }
+    )*};
+}
+
+example_tests!(
+    cnn_small,
+    gpt2_block_small,
+    matmul_bias_relu_large,
+    matmul_bias_relu_small,
+    mlp_medium,
+    mlp_small
+);
+
+/// Example `name` compiles for every target (or is refused as `REFUSALS`
+/// says), runs, and matches the interpreter and onnxruntime.
+fn runs_on_every_target_and_matches(name: &str) {
+    let all: Vec<_> = examples()
+        .into_iter()
+        .filter(|d| d.file_name().is_some_and(|f| f == name))
+        .collect();
+    assert_eq!(all.len(), 1, "example {name}");
     let mut failures = Vec::new();
     for dir in &all {
         let mut g = compiler::onnx::import_file(dir.join("model.onnx")).expect("import");
