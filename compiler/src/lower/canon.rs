@@ -11,6 +11,9 @@
 //! - a transpose that moves the last dimension and others is a permutation of
 //!   the rows (the last dimension kept), a swap of the last two dimensions,
 //!   and another permutation of the rows;
+//! - a per-channel scale and shift after a convolution with constant weights
+//!   (an inference-mode BatchNormalization) is folded into its weights and
+//!   bias;
 //! - a 2-D convolution is a product of its weights `[M, C·KH·KW]` with the
 //!   windows laid out as rows (`Im2Col`, `[N, C·KH·KW, OH·OW]`), per group,
 //!   plus the bias; pooling combines the `KH·KW` rows of each window
@@ -28,6 +31,8 @@ use crate::ir::{
 
 /// The graph with the rewrites applied (unchanged when none applies).
 pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, LowerError> {
+    let folded = fold_scale_shift(g);
+    let g = &folded;
     let mut out = Graph {
         values: g.values.clone(),
         nodes: Vec::with_capacity(g.nodes.len()),
@@ -476,4 +481,110 @@ fn pool(
     }
     finish(out, n, y);
     Ok(())
+}
+
+/// The per-output-channel values of a constant broadcast over `[N, M, H, W]`
+/// (shape `[M, 1, 1]` or `[1, M, 1, 1]`), if it is one.
+fn per_channel(g: &Graph, v: ValueId, m: usize) -> Option<Vec<f64>> {
+    let t = g.constants.get(&v)?;
+    let s = &t.ty.shape;
+    let ok = matches!(s.as_slice(), [c, 1, 1] | [1, c, 1, 1] if *c == m);
+    ok.then(|| t.data.clone())
+}
+
+/// `Conv(x, W, b) · a + c` (each used once, `a` and `c` per channel, `W`
+/// constant) as `Conv(x, W · a, b · a + c)`.
+fn fold_scale_shift(g: &Graph) -> Graph {
+    let mut uses: std::collections::HashMap<ValueId, usize> = Default::default();
+    for n in &g.nodes {
+        for i in &n.inputs {
+            *uses.entry(*i).or_default() += 1;
+        }
+    }
+    let once = |v: ValueId| uses.get(&v) == Some(&1) && !g.outputs.contains(&v);
+    let consumer = |v: ValueId| g.nodes.iter().position(|n| n.inputs.contains(&v));
+    let mut out = g.clone();
+    let mut dropped = vec![false; g.nodes.len()];
+    let mut replaced: Vec<(usize, Node)> = Vec::new();
+    for (ci, n) in g.nodes.iter().enumerate() {
+        let Op::Conv { .. } = n.op else { continue };
+        let Some(w) = g.constants.get(&n.inputs[1]) else {
+            continue;
+        };
+        let m = w.ty.shape[0];
+        let y = n.outputs[0];
+        let Some(mi) = consumer(y).filter(|_| once(y)) else {
+            continue;
+        };
+        let mul = &g.nodes[mi];
+        let other = |k: &Node, v: ValueId| k.inputs.iter().copied().find(|i| *i != v);
+        let Some(a) = (matches!(mul.op, Op::Mul) && mul.inputs.len() == 2)
+            .then(|| other(mul, y))
+            .flatten()
+            .and_then(|a| per_channel(g, a, m))
+        else {
+            continue;
+        };
+        let z = mul.outputs[0];
+        let add = consumer(z).filter(|_| once(z)).map(|ai| (ai, &g.nodes[ai]));
+        let shift = add.and_then(|(ai, k)| {
+            (matches!(k.op, Op::Add) && k.inputs.len() == 2)
+                .then(|| other(k, z))
+                .flatten()
+                .and_then(|c| per_channel(g, c, m))
+                .map(|c| (ai, c))
+        });
+        let per = w.data.len() / m.max(1);
+        let weights: Vec<f64> = w
+            .data
+            .iter()
+            .enumerate()
+            .map(|(i, x)| x * a[i / per])
+            .collect();
+        let old_b: Vec<f64> = match n.inputs.get(2).and_then(|b| g.constants.get(b)) {
+            Some(b) => b.data.clone(),
+            None if n.inputs.len() > 2 => continue, // a computed bias
+            None => vec![0.0; m],
+        };
+        let bias: Vec<f64> = (0..m)
+            .map(|i| old_b[i] * a[i] + shift.as_ref().map_or(0.0, |(_, c)| c[i]))
+            .collect();
+        let elem = w.ty.elem;
+        let wv = out.add_constant(
+            format!("{}/folded_weights", n.name),
+            Tensor::new(w.ty.clone(), weights),
+        );
+        let bty = TensorType {
+            elem,
+            shape: vec![m],
+        };
+        let bv = out.add_constant(format!("{}/folded_bias", n.name), Tensor::new(bty, bias));
+        // The folded convolution takes the place (and result) of the last folded node.
+        let (last, result) = match &shift {
+            Some((ai, _)) => (*ai, g.nodes[*ai].outputs.clone()),
+            None => (mi, mul.outputs.clone()),
+        };
+        dropped[ci] = true;
+        dropped[mi] = true;
+        replaced.push((
+            last,
+            Node {
+                name: n.name.clone(),
+                op: n.op.clone(),
+                inputs: vec![n.inputs[0], wv, bv],
+                outputs: result,
+            },
+        ));
+    }
+    out.nodes = g
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| match replaced.iter().find(|(at, _)| *at == i) {
+            Some((_, conv)) => Some(conv.clone()),
+            None if dropped[i] => None,
+            None => Some(k.clone()),
+        })
+        .collect();
+    out
 }

@@ -1,0 +1,186 @@
+//! 2-D convolutions, pooling and batch normalisation compile for every
+//! shipped target that can gather the windows, run on its simulator and
+//! match the reference interpreter (a direct convolution); the others refuse
+//! with the reason.
+
+mod onnx_util;
+
+use compiler::onnx::proto::{AttributeProto, NodeProto, TensorProto};
+use onnx_util::{encode, graph, import_ok, input, ramp};
+
+fn build(nodes: Vec<NodeProto>, x: &[i64], inits: Vec<TensorProto>) -> compiler::ir::Graph {
+    let mut g = import_ok(&encode(graph(nodes, vec![input("x", x)], &["y"], inits)));
+    compiler::interp::fold_constants(&mut g);
+    g
+}
+
+/// Runs `g` on every target; simd-dsp may refuse (64-byte transfers, no f32 scalar moves).
+fn check(g: &compiler::ir::Graph, what: &str) -> Vec<&'static str> {
+    let inputs = compiler::run::random_inputs(g, 11);
+    let mut ran = Vec::new();
+    for t in targets::all() {
+        match compiler::run::run(t, t.machine(), g, &inputs, None) {
+            Ok(r) => {
+                assert!(
+                    r.checks.iter().all(|c| c.ok),
+                    "{what} on {}: {:?}",
+                    t.name(),
+                    r.checks
+                );
+                ran.push(t.name());
+            }
+            Err(compiler::run::RunError::Lower(e))
+                if t.name() == "simd-dsp"
+                    && e.to_string().contains("no scalar load and store of f32") => {}
+            Err(e) => panic!("{what} on {}: {e}", t.name()),
+        }
+    }
+    assert!(ran.len() >= 3, "{what}: {ran:?}");
+    ran
+}
+
+fn conv(attrs: Vec<AttributeProto>, bias: bool) -> NodeProto {
+    let ins: &[&str] = if bias { &["x", "w", "b"] } else { &["x", "w"] };
+    attrs
+        .into_iter()
+        .fold(NodeProto::new("Conv", "conv", ins, &["y"]), NodeProto::with)
+}
+
+#[test]
+fn convolutions_with_padding_strides_dilations_and_groups() {
+    let ints = AttributeProto::ints;
+    let cases: Vec<(&str, Vec<AttributeProto>, [i64; 4], [i64; 4])> = vec![
+        (
+            "3x3 same",
+            vec![ints("pads", &[1, 1, 1, 1])],
+            [2, 3, 8, 8],
+            [4, 3, 3, 3],
+        ),
+        (
+            "stride 2",
+            vec![ints("pads", &[1, 1, 1, 1]), ints("strides", &[2, 2])],
+            [1, 3, 9, 9],
+            [4, 3, 3, 3],
+        ),
+        (
+            "dilation, asymmetric pads",
+            vec![ints("pads", &[0, 1, 2, 0]), ints("dilations", &[2, 1])],
+            [1, 2, 7, 6],
+            [3, 2, 2, 3],
+        ),
+        (
+            "groups",
+            vec![AttributeProto::int("group", 2), ints("pads", &[0, 1, 0, 1])],
+            [1, 4, 6, 7],
+            [6, 2, 2, 3],
+        ),
+        (
+            "auto_pad SAME_UPPER",
+            vec![
+                AttributeProto::string("auto_pad", "SAME_UPPER"),
+                ints("strides", &[2, 2]),
+            ],
+            [1, 2, 6, 6],
+            [2, 2, 3, 3],
+        ),
+        ("1x1", vec![], [2, 8, 4, 4], [5, 8, 1, 1]),
+    ];
+    for (what, attrs, x, w) in cases {
+        let inits = vec![ramp("w", &w, -0.5, 0.03), ramp("b", &[w[0]], 0.1, 0.05)];
+        let g = build(vec![conv(attrs, true)], &x, inits);
+        check(&g, what);
+    }
+}
+
+#[test]
+fn max_average_and_global_pooling() {
+    let ints = AttributeProto::ints;
+    let pools = vec![
+        (
+            "max 2x2/2",
+            NodeProto::new("MaxPool", "p", &["x"], &["y"])
+                .with(ints("kernel_shape", &[2, 2]))
+                .with(ints("strides", &[2, 2])),
+        ),
+        (
+            "max 3x3 padded",
+            NodeProto::new("MaxPool", "p", &["x"], &["y"])
+                .with(ints("kernel_shape", &[3, 3]))
+                .with(ints("pads", &[1, 1, 1, 1])),
+        ),
+        (
+            "average, pads excluded",
+            NodeProto::new("AveragePool", "p", &["x"], &["y"])
+                .with(ints("kernel_shape", &[3, 3]))
+                .with(ints("pads", &[1, 1, 1, 1])),
+        ),
+        (
+            "average, pads included, ceil",
+            NodeProto::new("AveragePool", "p", &["x"], &["y"])
+                .with(ints("kernel_shape", &[2, 2]))
+                .with(ints("strides", &[2, 2]))
+                .with(AttributeProto::int("ceil_mode", 1))
+                .with(AttributeProto::int("count_include_pad", 1))
+                .with(ints("pads", &[1, 1, 1, 1])),
+        ),
+        (
+            "global average",
+            NodeProto::new("GlobalAveragePool", "p", &["x"], &["y"]),
+        ),
+        (
+            "global max",
+            NodeProto::new("GlobalMaxPool", "p", &["x"], &["y"]),
+        ),
+    ];
+    for (what, node) in pools {
+        let g = build(vec![node], &[2, 3, 5, 5], vec![]);
+        check(&g, what);
+    }
+}
+
+#[test]
+fn batch_normalization_after_a_convolution_is_folded_into_it() {
+    let bn = NodeProto::new(
+        "BatchNormalization",
+        "bn",
+        &["c", "s", "bb", "m", "v"],
+        &["y"],
+    );
+    let c = NodeProto::new("Conv", "conv", &["x", "w"], &["c"])
+        .with(AttributeProto::ints("pads", &[1, 1, 1, 1]));
+    let inits = vec![
+        ramp("w", &[4, 3, 3, 3], -0.5, 0.03),
+        ramp("s", &[4], 0.5, 0.25),
+        ramp("bb", &[4], -0.1, 0.1),
+        ramp("m", &[4], 0.2, -0.1),
+        ramp("v", &[4], 0.5, 0.5),
+    ];
+    let g = build(vec![c, bn], &[1, 3, 6, 6], inits);
+    check(&g, "conv + batch norm");
+    // No separate scale and shift: one region computes the convolution and its bias.
+    let t = targets::by_name("systolic-os").expect("shipped");
+    let compiled = compiler::lower::compile(t, t.machine(), &g).expect("compiles");
+    assert!(
+        compiled
+            .regions
+            .iter()
+            .all(|(name, _)| !name.contains("bn/")),
+        "{:?}",
+        compiled.regions
+    );
+    // Alone, batch normalisation is a per-channel scale and shift.
+    let bn = NodeProto::new(
+        "BatchNormalization",
+        "bn",
+        &["x", "s", "bb", "m", "v"],
+        &["y"],
+    );
+    let inits = vec![
+        ramp("s", &[3], 0.5, 0.25),
+        ramp("bb", &[3], -0.1, 0.1),
+        ramp("m", &[3], 0.2, -0.1),
+        ramp("v", &[3], 0.5, 0.5),
+    ];
+    let g = build(vec![bn], &[2, 3, 4, 4], inits);
+    assert_eq!(check(&g, "batch norm").len(), targets::all().len());
+}
