@@ -49,7 +49,9 @@ fn conv(attrs: Vec<AttributeProto>, bias: bool) -> NodeProto {
 #[test]
 fn convolutions_with_padding_strides_dilations_and_groups() {
     let ints = AttributeProto::ints;
-    let cases: Vec<(&str, Vec<AttributeProto>, [i64; 4], [i64; 4])> = vec![
+    // (what, attributes, x shape, w shape)
+    type Case = (&'static str, Vec<AttributeProto>, [i64; 4], [i64; 4]);
+    let cases: Vec<Case> = vec![
         (
             "3x3 same",
             vec![ints("pads", &[1, 1, 1, 1])],
