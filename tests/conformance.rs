@@ -414,10 +414,10 @@ fn read_data(dir: &Path, kind: &str) -> Result<Vec<(String, Tensor)>, String> {
 }
 
 /// Import, constant folding and verification, as `tessera` does. Integer
-/// inputs (the axes, bounds and shapes ONNX's tests feed as inputs) are
-/// bound to their test values as constants, as a deployment fixes them.
+/// inputs (the axes, bounds and shapes ONNX's tests feed as inputs), and
+/// inputs the importer needs constant, are bound to their test values.
 fn load(model: &Path, inputs: &[(String, Tensor)]) -> Result<Graph, Outcome> {
-    let options = compiler::onnx::ImportOptions {
+    let mut options = compiler::onnx::ImportOptions {
         constants: inputs
             .iter()
             .filter(|(_, t)| t.ty.elem == ElemType::I64)
@@ -427,12 +427,33 @@ fn load(model: &Path, inputs: &[(String, Tensor)]) -> Result<Graph, Outcome> {
     };
     let bytes = std::fs::read(model)
         .map_err(|e| Outcome::Unsupported(format!("import: {}: {e}", model.display())))?;
-    let mut g = compiler::onnx::import_with(&bytes, &options).map_err(|e| match &e {
-        ImportError::UnsupportedOp { op_type, .. } if SUPPORTED_OPS.contains(&op_type.as_str()) => {
-            Outcome::Failed(format!("import: a claimed op is refused: {e}"))
+    // An input an op needs at compile time (a scale, a zero point) is bound
+    // to its test value too, as a deployment fixes it.
+    let mut g = loop {
+        match compiler::onnx::import_with(&bytes, &options) {
+            Ok(g) => break g,
+            Err(ImportError::NotConstant { value, .. })
+                if !options.constants.contains_key(&value)
+                    && inputs.iter().any(|(n, _)| *n == value) =>
+            {
+                let t = inputs
+                    .iter()
+                    .find(|(n, _)| *n == value)
+                    .map(|(_, t)| t.clone());
+                options.constants.extend(t.map(|t| (value, t)));
+            }
+            Err(e) => {
+                return Err(match &e {
+                    ImportError::UnsupportedOp { op_type, .. }
+                        if SUPPORTED_OPS.contains(&op_type.as_str()) =>
+                    {
+                        Outcome::Failed(format!("import: a claimed op is refused: {e}"))
+                    }
+                    _ => Outcome::Unsupported(format!("import: {e}")),
+                });
+            }
         }
-        _ => Outcome::Unsupported(format!("import: {e}")),
-    })?;
+    };
     compiler::interp::fold_constants(&mut g);
     compiler::ir::verify(&g)
         .map_err(|errors| Outcome::Failed(format!("IR verifier: {}", errors.join("; "))))?;

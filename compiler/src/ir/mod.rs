@@ -354,11 +354,13 @@ pub enum Unary {
     Abs,
     /// `1 / (1 + e^-x)`
     Sigmoid,
+    /// The nearest integer, halves to even.
+    Round,
 }
 
 impl Unary {
     /// Every unary op.
-    pub const ALL: [Unary; 9] = [
+    pub const ALL: [Unary; 10] = [
         Unary::Exp,
         Unary::Log,
         Unary::Tanh,
@@ -368,6 +370,7 @@ impl Unary {
         Unary::Neg,
         Unary::Abs,
         Unary::Sigmoid,
+        Unary::Round,
     ];
 
     /// The ONNX op name.
@@ -382,6 +385,7 @@ impl Unary {
             Unary::Neg => "Neg",
             Unary::Abs => "Abs",
             Unary::Sigmoid => "Sigmoid",
+            Unary::Round => "Round",
         }
     }
 
@@ -397,6 +401,7 @@ impl Unary {
             Unary::Neg => -x,
             Unary::Abs => x.abs(),
             Unary::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            Unary::Round => x.round_ties_even(),
         }
     }
 }

@@ -8,6 +8,8 @@
 //!   followed by a `Reshape`; one over several trailing dimensions reduces a
 //!   `Reshape` that merges them;
 //! - on a machine without a minimum reduction, `min(x)` is `-max(-x)`;
+//!   without rounding, `round(x)` is `(x + 1.5·2^23) - 1.5·2^23` in f32
+//!   (halves to even, for |x| < 2^22);
 //! - a transpose that moves the last dimension and others is a permutation of
 //!   the rows (the last dimension kept), a swap of the last two dimensions,
 //!   and another permutation of the rows;
@@ -29,8 +31,17 @@ use crate::ir::{
     Graph, Node, Op, PoolKind, ReduceKind, Tensor, TensorType, Unary, ValueId, Window,
 };
 
+/// What the machine has that the rewrites depend on.
+#[derive(Clone, Copy, Debug)]
+pub struct Caps {
+    /// A minimum reduction.
+    pub min_reduction: bool,
+    /// Rounding to an integer (`d = round(a)`).
+    pub round: bool,
+}
+
 /// The graph with the rewrites applied (unchanged when none applies).
-pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, LowerError> {
+pub fn prepare(g: &Graph, caps: Caps) -> Result<Graph, LowerError> {
     let folded = fold_scale_shift(g);
     let g = &folded;
     let mut out = Graph {
@@ -41,7 +52,7 @@ pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, LowerError> 
         constants: g.constants.clone(),
     };
     for n in &g.nodes {
-        rewrite(g, &mut out, n, has_min_reduction).map_err(|message| LowerError {
+        rewrite(g, &mut out, n, caps).map_err(|message| LowerError {
             node: Some(n.name.clone()),
             op: Some(n.op.name().to_owned()),
             message,
@@ -51,7 +62,7 @@ pub fn prepare(g: &Graph, has_min_reduction: bool) -> Result<Graph, LowerError> 
 }
 
 /// Adds node `n` of `g` to `out`, rewritten if a rule applies.
-fn rewrite(g: &Graph, out: &mut Graph, n: &Node, has_min_reduction: bool) -> Result<(), String> {
+fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), String> {
     match &n.op {
         Op::MatMul if g.ty(n.inputs[0]).shape.len() == 1 || g.ty(n.inputs[1]).shape.len() == 1 => {
             // numpy's promotion made explicit: [k] is [1, k] on the left, [k, 1] on the right.
@@ -107,7 +118,7 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, has_min_reduction: bool) -> Res
             let mut kind = *kind;
             let mut axes = axes.clone();
             // min(x) as -max(-x) without a minimum reduction.
-            let negate = kind == ReduceKind::Min && !has_min_reduction;
+            let negate = kind == ReduceKind::Min && !caps.min_reduction;
             if negate {
                 x = out.add_node(name("negated"), Op::Unary(Unary::Neg), vec![x])?[0];
                 kind = ReduceKind::Max;
@@ -180,6 +191,25 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, has_min_reduction: bool) -> Res
             });
         }
         Op::Conv { window, groups } => conv(g, out, n, window, *groups)?,
+        Op::Unary(Unary::Round) if !caps.round => {
+            // (x + 1.5·2^23) - 1.5·2^23 in f32 rounds halves to even (|x| < 2^22).
+            let elem = g.ty(n.inputs[0]).elem;
+            let ty = TensorType {
+                elem,
+                shape: vec![],
+            };
+            let m = out.add_constant(
+                format!("{}/magic", n.name),
+                Tensor::new(ty, vec![12582912.0]),
+            );
+            let up = out.add_node(format!("{}/up", n.name), Op::Add, vec![n.inputs[0], m])?;
+            out.nodes.push(Node {
+                name: n.name.clone(),
+                op: Op::Sub,
+                inputs: vec![up[0], m],
+                outputs: n.outputs.clone(),
+            });
+        }
         Op::Pool { kind, window } => pool(g, out, n, *kind, window)?,
         Op::Where => {
             let shape = g.ty(n.outputs[0]).shape.clone();

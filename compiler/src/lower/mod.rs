@@ -234,9 +234,12 @@ pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, 
     crate::ir::verify(g)
         .map_err(|e| err(format!("the graph fails the IR verifier: {}", e.join("; "))))?;
     let info = Info::new(m).map_err(err)?;
-    let has_min =
-        !reduce::forms(&Emitter::new(m, t.isa(), &info), crate::ir::ReduceKind::Min).is_empty();
-    let prepared = canon::prepare(g, has_min)?;
+    let probe = Emitter::new(m, t.isa(), &info);
+    let caps = canon::Caps {
+        min_reduction: !reduce::forms(&probe, crate::ir::ReduceKind::Min).is_empty(),
+        round: !ops::ew_forms(&probe, Ew::Call(Func::Round)).is_empty(),
+    };
+    let prepared = canon::prepare(g, caps)?;
     let g = &prepared;
     let home_mem = info.home;
     let loadable = |dt: DType| {
@@ -320,7 +323,7 @@ impl Lowerer<'_> {
             let is_view = match &n.op {
                 Op::Reshape { .. } | Op::Identity => true,
                 Op::Transpose { perm } => perm.iter().enumerate().all(|(i, p)| i == *p),
-                Op::Cast { to } => g.ty(n.inputs[0]).elem == *to,
+                Op::Cast { .. } => cast_is_view(g, n),
                 _ => false,
             };
             if is_view && !g.constants.contains_key(&n.inputs[0]) {
@@ -347,9 +350,11 @@ impl Lowerer<'_> {
                 continue;
             }
             let ty = g.ty(v);
-            if !ty.elem.is_float() {
+            // Integers live in floating-point containers: exact in f32 up to 2^24.
+            let int = !ty.elem.is_float();
+            if ty.elem == crate::ir::ElemType::Bool || (int && out_dtype != DType::F32) {
                 return Err(err(format!(
-                    "value `{}` is {}: only floating-point models compile today",
+                    "value `{}` is {}: only floating-point tensors, and integers where the home memory holds f32, compile today",
                     g.values[v.index()].name,
                     ty.elem.name()
                 )));
@@ -392,7 +397,8 @@ impl Lowerer<'_> {
                 continue;
             }
             // A graph output produced through an alias needs its own bytes only if it is not the root.
-            let dtype = if outputs.contains(&v)
+            let dtype = if int
+                || outputs.contains(&v)
                 || alias.iter().any(|(a, r)| *r == v && outputs.contains(a))
             {
                 out_dtype
@@ -453,6 +459,7 @@ impl Lowerer<'_> {
                 Unary::Neg => Ew::Neg,
                 Unary::Abs => Ew::Call(Func::Abs),
                 Unary::Sigmoid => Ew::Call(Func::Sigmoid),
+                Unary::Round => Ew::Call(Func::Round),
             },
             _ => return None,
         })
@@ -489,12 +496,20 @@ impl Lowerer<'_> {
                     }
                     continue;
                 }
-                Op::Cast { to } if g.ty(n.inputs[0]).elem == *to => continue,
+                Op::Cast { .. } if cast_is_view(g, n) => continue,
                 Op::Cast { to } => {
+                    let from = g.ty(n.inputs[0]).elem;
                     return Err(Self::node_err(
                         n,
-                        format!("Cast to {} is not supported by the lowering yet", to.name()),
+                        format!(
+                            "Cast from {} to {} is not supported by the lowering yet (integers are held in f32: casts that keep the values compile)",
+                            from.name(),
+                            to.name()
+                        ),
                     ));
+                }
+                Op::Div if !g.ty(n.outputs[0]).elem.is_float() => {
+                    return Err(Self::node_err(n, "integer division is not supported yet"));
                 }
                 Op::Transpose { perm } if perm.iter().enumerate().all(|(i, p)| i == *p) => continue,
                 Op::Slice { starts, steps, .. } => {
@@ -1153,6 +1168,66 @@ pub fn print_virtual(m: &Machine, vi: &regalloc::VInst) -> String {
     } else {
         format!("{} {}", def.name, ops.join(", "))
     }
+}
+
+/// Whether a `Cast` keeps every value, so its result can share its input's
+/// bytes (integers are held in floating-point containers): the same type; an
+/// integer widened or made floating-point; or values known to be integers
+/// made integer.
+fn cast_is_view(g: &Graph, n: &crate::ir::Node) -> bool {
+    use crate::ir::ElemType::{I8, I32, I64, U8};
+    let (Op::Cast { to }, Some(&x)) = (&n.op, n.inputs.first()) else {
+        return false;
+    };
+    let from = g.ty(x).elem;
+    match (from, *to) {
+        (a, b) if a == b => true,
+        (I8 | U8, I32 | I64) | (I32, I64) => true,
+        (a, b) if !a.is_float() && b.is_float() => {
+            b != crate::ir::ElemType::F16 && b != crate::ir::ElemType::Bf16
+        }
+        (a, b) if a.is_float() && !b.is_float() => integral(g, x, 16),
+        _ => false,
+    }
+}
+
+/// Whether every element of `v` is an integer: an integer type, a constant
+/// of integers, a rounding, or exact arithmetic of integers (up to `depth`
+/// producers back).
+fn integral(g: &Graph, v: ValueId, depth: usize) -> bool {
+    if !g.ty(v).elem.is_float() {
+        return true;
+    }
+    if let Some(t) = g.constants.get(&v) {
+        return t.data.iter().all(|x| x.fract() == 0.0);
+    }
+    let Some(n) = g.nodes.iter().find(|n| n.outputs.contains(&v)) else {
+        return false;
+    };
+    // `(x + 1.5·2^23) - 1.5·2^23` is how `canon` rounds without a rounding instruction.
+    let magic = |c: ValueId| g.constants.get(&c).is_some_and(|t| t.data == [12582912.0]);
+    let rounds = matches!(n.op, Op::Sub)
+        && magic(n.inputs[1])
+        && g.nodes.iter().any(|p| {
+            p.outputs.contains(&n.inputs[0]) && matches!(p.op, Op::Add) && magic(p.inputs[1])
+        });
+    rounds
+        || depth > 0
+            && match &n.op {
+                Op::Unary(crate::ir::Unary::Round) => true,
+                Op::Add
+                | Op::Sub
+                | Op::Mul
+                | Op::Max
+                | Op::Min
+                | Op::Relu
+                | Op::Unary(crate::ir::Unary::Neg | crate::ir::Unary::Abs)
+                | Op::Reshape { .. }
+                | Op::Identity
+                | Op::Transpose { .. }
+                | Op::Cast { .. } => n.inputs.iter().all(|i| integral(g, *i, depth - 1)),
+                _ => false,
+            }
 }
 
 /// An operand of an element-wise step.

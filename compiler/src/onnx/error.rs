@@ -163,9 +163,10 @@ impl ImportError {
                 "convert the model to an opset in 7..=25 (onnx.version_converter)"
             }
             ImportError::UnsupportedOp { .. } | ImportError::UnsupportedDomain { .. } => {
-                "supported ops: MatMul, Gemm, Add, Sub, Mul, Div, Pow (constant exponent), Max, Min, Relu, Gelu, Exp, Log, \
-                 Tanh, Erf, Sqrt, Reciprocal, Neg, Abs, Sigmoid, Identity, Reshape, Flatten, Squeeze, Unsqueeze, Expand, \
-                 Transpose, Cast, Constant"
+                static LIST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+                    format!("supported ops: {}", super::SUPPORTED_OPS.join(", "))
+                });
+                LIST.as_str()
             }
             ImportError::UnboundDim { .. } => "bind the symbol to a size (`ImportOptions::dims`)",
             ImportError::NotConstant { .. } => {
