@@ -312,6 +312,83 @@ class SmallCnn:
         return x @ w["head.weight"].T + w["head.bias"]
 
 
+class Int8Mlp:
+    """An int8 quantised MLP as a static-quantisation export writes it:
+    QuantizeLinear of the float input, QLinearMatMul with int8 weights, a
+    DequantizeLinear, bias and Relu in float, quantise again, a second
+    QLinearMatMul, and a final DequantizeLinear."""
+
+    def __init__(self, name, seed):
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits, self.w = [], [], {}
+
+    def const(self, name, array):
+        array = np.asarray(array)
+        self.inits.append(numpy_helper.from_array(array, name=name))
+        self.w[name] = array
+        return name
+
+    def node(self, op, inputs, output, **attrs):
+        self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    def build(self):
+        c, n = self.const, self.node
+        f32 = lambda x: np.array(x, dtype=np.float32)
+        c("x.scale", f32(0.03)); c("x.zero", np.array(0, np.int8))
+        c("h.scale", f32(0.05)); c("h.zero", np.array(-10, np.int8))
+        c("y.scale", f32(0.1)); c("y.zero", np.array(5, np.int8))
+        for i, (fi, fo) in enumerate([(32, 64), (64, 10)], start=1):
+            c(f"fc{i}.weight", self.rng.integers(-60, 60, (fi, fo)).astype(np.int8))
+            c(f"fc{i}.scale", f32(0.004))
+            c(f"fc{i}.zero", np.array(0, np.int8))
+        c("fc1.bias", (0.1 * self.rng.standard_normal(64)).astype(np.float32))
+        q = n("QuantizeLinear", ["input", "x.scale", "x.zero"], "x.q")
+        h = n("QLinearMatMul", [q, "x.scale", "x.zero", "fc1.weight", "fc1.scale", "fc1.zero", "h.scale", "h.zero"], "fc1")
+        h = n("DequantizeLinear", [h, "h.scale", "h.zero"], "fc1.dq")
+        h = n("Relu", [n("Add", [h, "fc1.bias"], "fc1.add")], "fc1.relu")
+        h = n("QuantizeLinear", [h, "h.scale", "h.zero"], "fc1.q")
+        y = n("QLinearMatMul", [h, "h.scale", "h.zero", "fc2.weight", "fc2.scale", "fc2.zero", "y.scale", "y.zero"], "fc2")
+        n("DequantizeLinear", [y, "y.scale", "y.zero"], "output")
+        graph = helper.make_graph(
+            self.nodes, self.name,
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [BATCH, 32])],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [BATCH, 10])],
+            self.inits,
+        )
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="tessera scripts/make_examples.py",
+                              doc_string="int8 MLP 32 -> 64 -> 10: QuantizeLinear, QLinearMatMul, DequantizeLinear.")
+        m.ir_version = IR_VERSION
+        onnx.checker.check_model(m, full_check=True)
+        return m
+
+    def reference(self, x):
+        w = self.w
+        # Round halves to even and saturate, as QuantizeLinear does.
+        def quant(v, s, z):
+            return np.clip(np.round(v / float(s)) + int(z), -128, 127)
+
+        def qmm(a, az, a_s, wn, y_s, yz):
+            acc = (a - int(az)) @ (w[f"{wn}.weight"].astype(np.int64) - int(w[f"{wn}.zero"]))
+            k = np.float32(a_s) * np.float32(w[f"{wn}.scale"]) / np.float32(y_s)
+            return np.clip(np.round(acc * float(k)) + int(yz), -128, 127)
+
+        q = quant(x.astype(np.float32), w["x.scale"], w["x.zero"])
+        h = qmm(q, w["x.zero"], w["x.scale"], "fc1", w["h.scale"], w["h.zero"])
+        h = (h - int(w["h.zero"])) * float(w["h.scale"])
+        h = np.maximum(h + w["fc1.bias"].astype(np.float64), 0)
+        h = quant(h.astype(np.float32), w["h.scale"], w["h.zero"])
+        y = qmm(h, w["h.zero"], w["h.scale"], "fc2", w["y.scale"], w["y.zero"])
+        return (y - int(w["y.zero"])) * float(w["y.scale"])
+
+
+def int8_mlp():
+    b = Int8Mlp("mlp_int8", 9)
+    return b, b.build(), 32
+
+
 def small_cnn():
     b = SmallCnn("cnn_small", 8)
     return b, b.build(), (2, 3, 16, 16)
@@ -329,6 +406,7 @@ MODELS = [
     lambda: matmul_bias_relu("matmul_bias_relu_large", 128, 4),
     lambda: gpt2_block("gpt2_block_small", 64, 4, 16, 5),
     small_cnn,
+    int8_mlp,
 ]
 
 # Too large to commit (28 MB of weights): written with --large, for benchmarks.

@@ -25,6 +25,7 @@ const EXAMPLES: &[&str] = &[
     "gpt2_block_small",
     "matmul_bias_relu_large",
     "matmul_bias_relu_small",
+    "mlp_int8",
     "mlp_medium",
     "mlp_small",
 ];
@@ -57,6 +58,7 @@ example_tests!(
     gpt2_block_small,
     matmul_bias_relu_large,
     matmul_bias_relu_small,
+    mlp_int8,
     mlp_medium,
     mlp_small
 );

@@ -174,3 +174,23 @@ fn reductions_over_several_trailing_dimensions_and_variadic_max() {
         "{ran:?}"
     );
 }
+
+#[test]
+fn casts_that_would_change_values_are_refused() {
+    // Integers are held in f32: a float-to-int Cast of arbitrary values would
+    // need truncation, so only casts of known integers compile.
+    let cast = NodeProto::new("Cast", "c", &["x"], &["y"]).with(AttributeProto::int("to", 3)); // INT8
+    let g = build(vec![cast], &[2, 8], &["y"], vec![]);
+    for t in targets::all() {
+        let e = compiler::lower::compile(t, t.machine(), &g).expect_err("a truncating cast");
+        assert!(e.to_string().contains("Cast from float to int8"), "{e}");
+    }
+    // Rounded first, it is a view.
+    let round = NodeProto::new("Round", "r", &["x"], &["q"]);
+    let cast = NodeProto::new("Cast", "c", &["q"], &["y"]).with(AttributeProto::int("to", 6)); // INT32
+    let g = build(vec![round, cast], &[2, 8], &["y"], vec![]);
+    assert_eq!(
+        check(&g, "round then cast", &[]).len(),
+        targets::all().len()
+    );
+}
