@@ -5,11 +5,14 @@
 //! makes initializers constants and the other graph inputs typed values (every
 //! dimension static: symbolic ones are bound by [`ImportOptions`]), and lowers
 //! the nodes in order into canonical IR ops with their shapes inferred.
-//! Values keep their ONNX names. Ops: MatMul, Gemm, Add, Sub, Mul, Div, Pow
-//! (constant scalar exponent: products, Sqrt, Reciprocal, or Exp(Log · p)), Max
-//! and Min (two inputs), Relu, Gelu (erf and tanh forms, as their formulas), Exp, Log, Tanh, Erf, Sqrt, Reciprocal, Neg,
-//! Abs, Sigmoid, Identity, Reshape, Flatten, Squeeze, Unsqueeze, Expand (an add of zeros),
-//! Transpose, Cast, Constant. Anything else, and
+//! Values keep their ONNX names. The ops are [`SUPPORTED_OPS`]; many are
+//! canonicalised: Gemm into Transpose, MatMul, Mul and Add; Pow with a
+//! constant exponent into products, Sqrt, Reciprocal or Exp(Log · p); Gelu,
+//! Softmax, LayerNormalization and BatchNormalization into their formulas;
+//! Split into Slices; Squeeze, Unsqueeze and Flatten into Reshape; Expand
+//! into an add of zeros; the quantised ops into exact integer and float
+//! arithmetic. Inputs known at compile time may be bound as constants
+//! ([`ImportOptions::constants`]). Anything else, and
 //! every malformed input, is an [`ImportError`] naming what it is about.
 
 mod error;
