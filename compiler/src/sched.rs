@@ -2,7 +2,7 @@
 //!
 //! The scheduler takes instructions in program order and packs them into
 //! bundles using only the machine model and the generated tables (slots,
-//! units, occupancy, latency through [`Isa`]; reads and writes through the
+//! units, occupancy, latency through [`isa_specs::target::Isa`]; reads and writes through the
 //! target's generated access sets). Dependencies:
 //! - read after write: the reader issues no earlier than the writer's latency;
 //! - write after write: the later write lands after the earlier one;
