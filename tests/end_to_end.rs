@@ -11,12 +11,6 @@ use tests::examples;
 const REFUSALS: &[(&str, &str, &str)] = &[
     // Softmax needs exp; systolic-os's post-processor has none.
     ("gpt2_block_small", "systolic-os", "lacks `d = exp(a)`"),
-    // The heads' K^T moves the last dimension: simd-dsp has no transposing
-    // copy and no f32 scalar moves (pim-dram transposes through its scalars).
-    ("gpt2_block_small", "simd-dsp", "lacks a transposing copy"),
-    // The convolution windows start at unaligned columns; simd-dsp's transfers
-    // need 64-byte alignment and it has no f32 scalar moves to shift them.
-    ("cnn_small", "simd-dsp", "no scalar load and store of f32"),
 ];
 
 /// The bundled examples, one test each (they run in parallel).

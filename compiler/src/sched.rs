@@ -206,6 +206,19 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                 Place::Mem { mem, start, end } => {
                     let recs = mems.entry(mem).or_default();
                     recs.retain(|(s0, e0, _)| !(start <= *s0 && *e0 <= end));
+                    // A record with many readers this write overlaps only in
+                    // part: this write now stands for its readers (it follows
+                    // them all), so a later write follows one instruction
+                    // instead of every reader again (quadratic for element by
+                    // element moves). Its writer stays: reads still wait for
+                    // the data they read. Few readers are kept exactly (no
+                    // false ordering between writes to different parts).
+                    for (s0, e0, rec) in recs.iter_mut() {
+                        if *s0 < end && start < *e0 && rec.readers.len() > MANY_READERS {
+                            rec.readers.clear();
+                            rec.readers.push(to);
+                        }
+                    }
                     recs.push((
                         start,
                         end,
@@ -246,6 +259,9 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
     }
     out
 }
+
+/// Readers of a memory record beyond which a partial write stands in for them.
+const MANY_READERS: usize = 64;
 
 /// Longest latency-weighted path from each instruction to the end (edges only point forward in program order).
 fn priorities(infos: &[Info], edges: &[Edge]) -> Vec<u64> {

@@ -362,8 +362,9 @@ impl Lowerer<'_> {
         let per = (self.info.home_align / src.dtype.bytes().max(1)).max(1) as i64;
         let per_d = (self.info.home_align / dst.dtype.bytes().max(1)).max(1) as i64;
         let shifted = (c0 % per != 0) || (d0 % per_d != 0) || step != 1;
+        let mut land = land;
         let moves = if shifted {
-            let mv = super::scalar::moves(self.e.m, lm, land.dtype).ok_or_else(|| {
+            let mv = super::scalar::moves_near(self.info, self.e.m, lm, land.dtype).ok_or_else(|| {
                 err(format!(
                     "a column offset ({c0} or {d0}) or step ({step}) the machine's {}-byte-aligned transfers cannot take, and it has no scalar load and store of {} in `{}` to shift the data on chip",
                     self.info.home_align,
@@ -376,6 +377,8 @@ impl Lowerer<'_> {
                     "source and destination land in different places; cannot shift",
                 ));
             }
+            // The rows are shifted where the scalar moves are.
+            land.place = Place::Mem(mv.mem);
             Some(mv)
         } else {
             None
@@ -403,7 +406,7 @@ impl Lowerer<'_> {
                     let mv = moves.as_ref().ok_or_else(|| err("no scalar moves"))?;
                     // The destination's aligned superset, read so its other columns survive.
                     let b = if dd == 0 {
-                        self.e.buffer_padded(lm, land.dtype, h, w, Pad::Aligned)
+                        self.e.buffer_padded(mv.mem, land.dtype, h, w, Pad::Aligned)
                     } else {
                         self.load_rows(dst, &tos, d0 + c - dd, w + dd, land)?
                     };

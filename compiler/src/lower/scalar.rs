@@ -74,27 +74,71 @@ fn scalar_copies(m: &Machine, load: bool) -> Vec<(InstId, MemId, DType, usize, R
     out
 }
 
-/// The scalar moves of `dtype` in memory `mem`, if the machine has them.
+/// The scalar moves of elements of `dtype` in memory `mem`, if the machine
+/// has them: of `dtype` itself, or of another type of the same size (a load
+/// and a store move the bits unchanged).
 pub fn moves(m: &Machine, mem: MemId, dtype: DType) -> Option<Moves> {
     let loads = scalar_copies(m, true);
     let stores = scalar_copies(m, false);
-    loads.iter().find_map(|&(l, lm, ld, lr, lf)| {
-        let (s, ..) = *stores
-            .iter()
-            .find(|&&(_, sm, sd, sr, sf)| sm == lm && sd == ld && sr == lr && sf == lf)?;
-        (lm == mem && ld == dtype).then_some(Moves {
-            load: l,
-            store: s,
-            file: lf,
-            mem: lm,
-            dtype: ld,
-            rank: lr,
+    let pair = |exact: bool| {
+        loads.iter().find_map(|&(l, lm, ld, lr, lf)| {
+            let fits = lm == mem
+                && if exact {
+                    ld == dtype
+                } else {
+                    ld.bytes() == dtype.bytes()
+                };
+            if !fits {
+                return None;
+            }
+            let (s, ..) = *stores
+                .iter()
+                .find(|&&(_, sm, sd, sr, sf)| sm == lm && sd == ld && sr == lr && sf == lf)?;
+            Some(Moves {
+                load: l,
+                store: s,
+                file: lf,
+                mem: lm,
+                dtype: ld,
+                rank: lr,
+            })
+        })
+    };
+    pair(true).or_else(|| pair(false))
+}
+
+/// Where elements of `dtype` can be moved one by one: `first` if it has
+/// scalar moves, else any memory that does and that tiles of `dtype` can
+/// reach from home and return from.
+pub fn moves_near(
+    info: &super::machine::Info,
+    m: &Machine,
+    first: MemId,
+    dtype: DType,
+) -> Option<Moves> {
+    use super::machine::{Loc, Place};
+    moves(m, first, dtype).or_else(|| {
+        let home = Loc {
+            place: Place::Mem(info.home),
+            dtype,
+        };
+        (0..m.memories.len()).find_map(|i| {
+            let mem = MemId(i as u32);
+            let here = Loc {
+                place: Place::Mem(mem),
+                dtype,
+            };
+            let mv = moves(m, mem, dtype)?;
+            (mem != info.home
+                && info.path(&[home], here).is_some()
+                && info.path(&[here], home).is_some())
+            .then_some(mv)
         })
     })
 }
 
-/// The tensor of element `(r, c)` of `t`.
-fn element(t: &MemTile, r: i64, c: i64, rank: usize) -> (TileTensor, Ref) {
+/// The tensor of element `(r, c)` of `t`, seen as `dtype`.
+fn element(t: &MemTile, r: i64, c: i64, rank: usize, dtype: DType) -> (TileTensor, Ref) {
     let v = t.view(r, c, 1, 1);
     let addr = match v.base {
         Base::Fixed(a) => a + v.offset,
@@ -106,7 +150,7 @@ fn element(t: &MemTile, r: i64, c: i64, rank: usize) -> (TileTensor, Ref) {
     };
     (
         TileTensor {
-            dtype: v.dtype,
+            dtype,
             shape: vec![1; rank],
             place: TilePlace::Mem {
                 mem: v.mem,
@@ -139,7 +183,7 @@ pub fn move_element(
 ) -> Result<(), String> {
     let s = e.vreg(mv.file);
     let (st, sr) = Emitter::reg_tensor(mv.file, mv.dtype, s, vec![]);
-    let (src, srcr) = element(from, r, c, mv.rank);
+    let (src, srcr) = element(from, r, c, mv.rank, mv.dtype);
     let load = TileOp {
         tensors: vec![st.clone(), src],
         extents: vec![],
@@ -151,7 +195,7 @@ pub fn move_element(
         value: access(1, mv.rank),
     };
     e.emit(&load, &[sr, srcr], Some(mv.load))?;
-    let (dst, dstr) = element(to, r2, c2, mv.rank);
+    let (dst, dstr) = element(to, r2, c2, mv.rank, mv.dtype);
     let store = TileOp {
         tensors: vec![dst, st],
         extents: vec![],

@@ -147,7 +147,7 @@ impl Lowerer<'_> {
         let Place::Mem(lm) = land.place else {
             return Err(Self::node_err(n, lacks));
         };
-        let Some(mv) = super::scalar::moves(self.e.m, lm, land.dtype) else {
+        let Some(mv) = super::scalar::moves_near(self.info, self.e.m, lm, land.dtype) else {
             return Err(Self::node_err(
                 n,
                 format!(
@@ -156,6 +156,11 @@ impl Lowerer<'_> {
                     self.e.m.memories[lm.index()].name
                 ),
             ));
+        };
+        // Tiles go where the scalar moves are.
+        let work = Loc {
+            place: Place::Mem(mv.mem),
+            dtype: land.dtype,
         };
         let t = 32i64;
         for b in 0..batches {
@@ -166,8 +171,8 @@ impl Lowerer<'_> {
                 while j < c {
                     let w = t.min(c - j);
                     let rows: Vec<i64> = (b * r + i..b * r + i + h).collect();
-                    let a = self.load_rows(xin, &rows, j, w, land)?;
-                    let out = self.e.buffer_padded(lm, land.dtype, w, h, Pad::Aligned);
+                    let a = self.load_rows(xin, &rows, j, w, work)?;
+                    let out = self.e.buffer_padded(mv.mem, land.dtype, w, h, Pad::Aligned);
                     for y in 0..h {
                         for x in 0..w {
                             super::scalar::move_element(&mut self.e, &mv, &a, y, x, &out, x, y)
