@@ -40,23 +40,46 @@ def bias(rng, n):
     return (rng.standard_normal(n) * 0.1).astype(np.float32)
 
 
-class Builder:
-    """Collects nodes and initializers, and a float64 numpy reference alongside."""
+class GraphBuilder:
+    """Nodes and initializers of a model built by hand, the initializers kept
+    by name (`self.w`) for the numpy reference."""
 
     def __init__(self, name, seed):
         self.name = name
         self.rng = np.random.default_rng(seed)
-        self.nodes = []
-        self.inits = []
-        self.steps = []  # numpy functions reproducing the graph, for the check
+        self.nodes, self.inits, self.w = [], [], {}
 
     def const(self, name, array):
+        array = np.asarray(array)
         self.inits.append(numpy_helper.from_array(array, name=name))
+        self.w[name] = array
         return name
 
-    def node(self, op, inputs, output, **attrs):
-        self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
-        return output
+    def node(self, op, inputs, outputs, **attrs):
+        outputs = [outputs] if isinstance(outputs, str) else outputs
+        self.nodes.append(helper.make_node(op, inputs, outputs, name=outputs[0], **attrs))
+        return outputs[0]
+
+    def model(self, input_shape, output_shape, doc):
+        graph = helper.make_graph(
+            self.nodes, self.name,
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, list(input_shape))],
+            [helper.make_tensor_value_info("output", TensorProto.FLOAT, list(output_shape))],
+            self.inits,
+        )
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="tessera scripts/make_examples.py", doc_string=doc)
+        m.ir_version = IR_VERSION
+        onnx.checker.check_model(m, full_check=True)
+        return m
+
+
+class Builder(GraphBuilder):
+    """An MLP, with a float64 numpy reference built alongside."""
+
+    def __init__(self, name, seed):
+        super().__init__(name, seed)
+        self.steps = []  # numpy functions reproducing the graph, for the check
 
     def gemm(self, x, fan_in, fan_out, layer):
         """A Gemm with the weight stored [out, in] (transB=1), as PyTorch exports Linear."""
@@ -82,25 +105,10 @@ class Builder:
         return self.node("Relu", [x], f"{x}.relu")
 
     def model(self, d_in, y, d_out, doc):
-        graph = helper.make_graph(
-            self.nodes,
-            self.name,
-            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [BATCH, d_in])],
-            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [BATCH, d_out])],
-            self.inits,
-        )
         # Name the last node's result `output`.
-        graph.node[-1].output[0] = "output"
-        assert y == graph.node[-1].name
-        m = helper.make_model(
-            graph,
-            opset_imports=[helper.make_opsetid("", OPSET)],
-            producer_name="tessera scripts/make_examples.py",
-            doc_string=doc,
-        )
-        m.ir_version = IR_VERSION
-        onnx.checker.check_model(m, full_check=True)
-        return m
+        assert y == self.nodes[-1].name
+        self.nodes[-1].output[0] = "output"
+        return super().model([BATCH, d_in], [BATCH, d_out], doc)
 
     def reference(self, x):
         v = x.astype(np.float64)
@@ -138,7 +146,7 @@ def layer_norm(x, g, b, eps=1e-5):
     return (x - m) / np.sqrt(v + eps) * g + b
 
 
-class Gpt2Block:
+class Gpt2Block(GraphBuilder):
     """A GPT-2 transformer block (pre-LayerNorm), as PyTorch exports it at opset 17.
 
     LayerNormalization, the fused QKV projection and Split, heads by Reshape and
@@ -148,20 +156,8 @@ class Gpt2Block:
     """
 
     def __init__(self, name, d, heads, seq, seed):
-        self.name, self.d, self.heads, self.seq = name, d, heads, seq
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.w = [], [], {}
-
-    def const(self, name, array):
-        array = np.asarray(array)
-        self.inits.append(numpy_helper.from_array(array, name=name))
-        self.w[name] = array
-        return name
-
-    def node(self, op, inputs, outputs, **attrs):
-        outputs = [outputs] if isinstance(outputs, str) else outputs
-        self.nodes.append(helper.make_node(op, inputs, outputs, name=outputs[0], **attrs))
-        return outputs[0]
+        super().__init__(name, seed)
+        self.d, self.heads, self.seq = d, heads, seq
 
     def weight(self, *shape):
         return (self.rng.standard_normal(shape) * 0.02).astype(np.float32)
@@ -192,18 +188,7 @@ class Gpt2Block:
         t = n("Tanh", [n("Mul", [n("Add", [f, cube], "gelu.poly"), c("gelu.s", f32(np.sqrt(2 / np.pi)))], "gelu.scaled")], "gelu.tanh")
         g = n("Mul", [n("Mul", [f, c("gelu.half", f32(0.5))], "gelu.half_x"), n("Add", [t, c("gelu.one", f32(1.0))], "gelu.one_plus")], "gelu")
         n("Add", [x1, linear(g, "mlp.c_proj", 4 * d, d)], "output")
-        graph = helper.make_graph(
-            self.nodes, self.name,
-            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, S, d])],
-            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, S, d])],
-            self.inits,
-        )
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="tessera scripts/make_examples.py",
-                              doc_string=f"GPT-2 block: d={d}, {H} heads, sequence {S}, causal.")
-        m.ir_version = IR_VERSION
-        onnx.checker.check_model(m, full_check=True)
-        return m
+        return self.model([1, S, d], [1, S, d], f"GPT-2 block: d={d}, {H} heads, sequence {S}, causal.")
 
     def reference(self, x):
         w = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in self.w.items()}
@@ -225,24 +210,9 @@ class Gpt2Block:
         return x1 + lin(g, "mlp.c_proj")
 
 
-class SmallCnn:
+class SmallCnn(GraphBuilder):
     """A small CNN: two conv-BN-relu stages with max pooling, a residual block
     (conv-BN-relu, conv-BN, add, relu), global average pooling and a linear head."""
-
-    def __init__(self, name, seed):
-        self.name = name
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.w = [], [], {}
-
-    def const(self, name, array):
-        array = np.asarray(array)
-        self.inits.append(numpy_helper.from_array(array, name=name))
-        self.w[name] = array.astype(np.float64) if array.dtype == np.float32 else array
-        return name
-
-    def node(self, op, inputs, output, **attrs):
-        self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
-        return output
 
     def conv_bn(self, x, cin, cout, name, relu=True, stride=1):
         w = (self.rng.standard_normal((cout, cin, 3, 3)) * np.sqrt(2.0 / (cin * 9))).astype(np.float32)
@@ -270,21 +240,11 @@ class SmallCnn:
         w = (self.rng.standard_normal((10, 16)) * 0.25).astype(np.float32)
         b = (0.1 * self.rng.standard_normal(10)).astype(np.float32)
         self.node("Gemm", [x, self.const("head.weight", w), self.const("head.bias", b)], "output", transB=1)
-        graph = helper.make_graph(
-            self.nodes, self.name,
-            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [2, 3, 16, 16])],
-            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [2, 10])],
-            self.inits,
-        )
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="tessera scripts/make_examples.py",
-                              doc_string="Small CNN: conv-BN-relu-pool x2, a residual block, global average pool, linear.")
-        m.ir_version = IR_VERSION
-        onnx.checker.check_model(m, full_check=True)
-        return m
+        return self.model([2, 3, 16, 16], [2, 10],
+                          "Small CNN: conv-BN-relu-pool x2, a residual block, global average pool, linear.")
 
     def reference(self, x):
-        w = self.w
+        w = {k: v.astype(np.float64) for k, v in self.w.items()}
 
         def conv(x, k):
             n, c, h, wd = x.shape
@@ -312,26 +272,11 @@ class SmallCnn:
         return x @ w["head.weight"].T + w["head.bias"]
 
 
-class Int8Mlp:
+class Int8Mlp(GraphBuilder):
     """An int8 quantised MLP as a static-quantisation export writes it:
     QuantizeLinear of the float input, QLinearMatMul with int8 weights, a
     DequantizeLinear, bias and Relu in float, quantise again, a second
     QLinearMatMul, and a final DequantizeLinear."""
-
-    def __init__(self, name, seed):
-        self.name = name
-        self.rng = np.random.default_rng(seed)
-        self.nodes, self.inits, self.w = [], [], {}
-
-    def const(self, name, array):
-        array = np.asarray(array)
-        self.inits.append(numpy_helper.from_array(array, name=name))
-        self.w[name] = array
-        return name
-
-    def node(self, op, inputs, output, **attrs):
-        self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
-        return output
 
     def build(self):
         c, n = self.const, self.node
@@ -351,18 +296,8 @@ class Int8Mlp:
         h = n("QuantizeLinear", [h, "h.scale", "h.zero"], "fc1.q")
         y = n("QLinearMatMul", [h, "h.scale", "h.zero", "fc2.weight", "fc2.scale", "fc2.zero", "y.scale", "y.zero"], "fc2")
         n("DequantizeLinear", [y, "y.scale", "y.zero"], "output")
-        graph = helper.make_graph(
-            self.nodes, self.name,
-            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [BATCH, 32])],
-            [helper.make_tensor_value_info("output", TensorProto.FLOAT, [BATCH, 10])],
-            self.inits,
-        )
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="tessera scripts/make_examples.py",
-                              doc_string="int8 MLP 32 -> 64 -> 10: QuantizeLinear, QLinearMatMul, DequantizeLinear.")
-        m.ir_version = IR_VERSION
-        onnx.checker.check_model(m, full_check=True)
-        return m
+        return self.model([BATCH, 32], [BATCH, 10],
+                          "int8 MLP 32 -> 64 -> 10: QuantizeLinear, QLinearMatMul, DequantizeLinear.")
 
     def reference(self, x):
         w = self.w
