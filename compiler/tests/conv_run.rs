@@ -5,32 +5,15 @@
 mod onnx_util;
 
 use compiler::onnx::proto::{AttributeProto, NodeProto, TensorProto};
-use onnx_util::{encode, graph, import_ok, input, ramp};
+use onnx_util::{folded, ramp, run_everywhere};
 
 fn build(nodes: Vec<NodeProto>, x: &[i64], inits: Vec<TensorProto>) -> compiler::ir::Graph {
-    let mut g = import_ok(&encode(graph(nodes, vec![input("x", x)], &["y"], inits)));
-    compiler::interp::fold_constants(&mut g);
-    g
+    folded(nodes, x, &["y"], inits)
 }
 
-/// Runs `g` on every target.
+/// Runs `g` on every target: all must run and match.
 fn check(g: &compiler::ir::Graph, what: &str) -> Vec<&'static str> {
-    let inputs = compiler::run::random_inputs(g, 11);
-    let mut ran = Vec::new();
-    for t in targets::all() {
-        match compiler::run::run(t, t.machine(), g, &inputs, None) {
-            Ok(r) => {
-                assert!(
-                    r.checks.iter().all(|c| c.ok),
-                    "{what} on {}: {:?}",
-                    t.name(),
-                    r.checks
-                );
-                ran.push(t.name());
-            }
-            Err(e) => panic!("{what} on {}: {e}", t.name()),
-        }
-    }
+    let ran = run_everywhere(g, 11, what, &[]);
     assert_eq!(ran.len(), targets::all().len(), "{what}: {ran:?}");
     ran
 }

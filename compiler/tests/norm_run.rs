@@ -5,42 +5,17 @@
 mod onnx_util;
 
 use compiler::onnx::proto::{AttributeProto, NodeProto, TensorProto};
-use onnx_util::{encode, graph, import_ok, input, ramp};
+use onnx_util::{encode, folded, graph, import_ok, input, ramp, run_everywhere};
 
 fn model(node: NodeProto, x: &[i64], inits: Vec<TensorProto>) -> compiler::ir::Graph {
-    let mut g = import_ok(&encode(graph(
-        vec![node],
-        vec![input("x", x)],
-        &["y"],
-        inits,
-    )));
-    compiler::interp::fold_constants(&mut g);
-    g
+    folded(vec![node], x, &["y"], inits)
 }
 
 /// Runs `g` everywhere; a target may only fail by lacking one of `may_lack`.
 fn check(g: &compiler::ir::Graph, what: &str, may_lack: &[&str]) -> usize {
-    let inputs = compiler::run::random_inputs(g, 3);
-    let mut ran = 0;
-    for t in targets::all() {
-        match compiler::run::run(t, t.machine(), g, &inputs, None) {
-            Ok(r) => {
-                assert!(
-                    r.checks.iter().all(|c| c.ok),
-                    "{what} on {}: {:?}",
-                    t.name(),
-                    r.checks
-                );
-                ran += 1;
-            }
-            Err(compiler::run::RunError::Lower(e))
-                if may_lack
-                    .iter()
-                    .any(|s| e.to_string().contains(&format!("lacks `{s}`"))) => {}
-            Err(e) => panic!("{what} on {}: {e}", t.name()),
-        }
-    }
-    ran
+    let lacks: Vec<String> = may_lack.iter().map(|s| format!("lacks `{s}`")).collect();
+    let lacks: Vec<&str> = lacks.iter().map(String::as_str).collect();
+    run_everywhere(g, 3, what, &lacks).len()
 }
 
 #[test]

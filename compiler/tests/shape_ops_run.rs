@@ -5,7 +5,7 @@
 mod onnx_util;
 
 use compiler::onnx::proto::{AttributeProto, NodeProto, TensorProto};
-use onnx_util::{encode, graph, import_ok, input};
+use onnx_util::{folded, run_everywhere};
 
 fn build(
     nodes: Vec<NodeProto>,
@@ -13,32 +13,12 @@ fn build(
     outs: &[&str],
     inits: Vec<TensorProto>,
 ) -> compiler::ir::Graph {
-    let mut g = import_ok(&encode(graph(nodes, vec![input("x", x)], outs, inits)));
-    compiler::interp::fold_constants(&mut g);
-    g
+    folded(nodes, x, outs, inits)
 }
 
 /// Runs `g` on every target; a target may refuse only with a message containing one of `may_refuse`.
 fn check(g: &compiler::ir::Graph, what: &str, may_refuse: &[&str]) -> Vec<&'static str> {
-    let inputs = compiler::run::random_inputs(g, 5);
-    let mut ran = Vec::new();
-    for t in targets::all() {
-        match compiler::run::run(t, t.machine(), g, &inputs, None) {
-            Ok(r) => {
-                assert!(
-                    r.checks.iter().all(|c| c.ok),
-                    "{what} on {}: {:?}",
-                    t.name(),
-                    r.checks
-                );
-                ran.push(t.name());
-            }
-            Err(compiler::run::RunError::Lower(e))
-                if may_refuse.iter().any(|s| e.to_string().contains(s)) => {}
-            Err(e) => panic!("{what} on {}: {e}", t.name()),
-        }
-    }
-    ran
+    run_everywhere(g, 5, what, may_refuse)
 }
 
 fn relu() -> NodeProto {

@@ -435,7 +435,7 @@ impl Lowerer<'_> {
     }
 
     /// Where tiles of `dt` at home land on chip (the first copy out of home).
-    fn landing_of(&self, dt: isa_specs::model::DType) -> Result<Loc, LowerError> {
+    pub(super) fn landing_of(&self, dt: isa_specs::model::DType) -> Result<Loc, LowerError> {
         let home = Loc {
             place: Place::Mem(self.home_mem()),
             dtype: dt,

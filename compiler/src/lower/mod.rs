@@ -292,6 +292,19 @@ impl Lowerer<'_> {
         self.info.home
     }
 
+    /// Fresh bytes at home for a `rows` x `cols` matrix of `dtype`, rows aligned.
+    fn new_home(&mut self, rows: i64, cols: i64, dtype: DType) -> Home {
+        let pitch = self.home_pitch(cols, dtype);
+        let addr = self.alloc_home((rows * pitch) as u64 * dtype.bytes(), 64);
+        Home {
+            addr,
+            dtype,
+            rows,
+            cols,
+            pitch,
+        }
+    }
+
     /// The row pitch of a `cols`-wide matrix of `dt` at home: rows start aligned.
     fn home_pitch(&self, cols: i64, dt: DType) -> i64 {
         let per = (self.info.home_align / dt.bytes()).max(1) as i64;
@@ -370,19 +383,8 @@ impl Lowerer<'_> {
                 if cols != h.cols && (h.pitch != h.cols || !aligned_rows) {
                     // The view gets its own bytes and a copy (see `copy::relayout`).
                     self.relayouts.insert(v);
-                    let dtype = h.dtype;
-                    let pitch = self.home_pitch(cols, dtype);
-                    let addr = self.alloc_home((rows * pitch) as u64 * dtype.bytes(), 64);
-                    self.homes.insert(
-                        v,
-                        Home {
-                            addr,
-                            dtype,
-                            rows,
-                            cols,
-                            pitch,
-                        },
-                    );
+                    let home = self.new_home(rows, cols, h.dtype);
+                    self.homes.insert(v, home);
                     continue;
                 }
                 self.homes.insert(
@@ -405,18 +407,8 @@ impl Lowerer<'_> {
             } else {
                 self.act
             };
-            let pitch = self.home_pitch(cols, dtype);
-            let addr = self.alloc_home((rows * pitch) as u64 * dtype.bytes(), 64);
-            self.homes.insert(
-                v,
-                Home {
-                    addr,
-                    dtype,
-                    rows,
-                    cols,
-                    pitch,
-                },
-            );
+            let home = self.new_home(rows, cols, dtype);
+            self.homes.insert(v, home);
         }
         Ok(())
     }
@@ -928,20 +920,7 @@ impl Lowerer<'_> {
         }
         let rows_of = broadcast_offsets(&vs[..vs.len() - 1], &os[..os.len() - 1]);
         let src_row = |i: i64| rows_of[i as usize] as i64;
-        let land = self
-            .info
-            .copies
-            .iter()
-            .find(|cp| {
-                cp.from
-                    == Loc {
-                        place: Place::Mem(self.home_mem()),
-                        dtype: home.dtype,
-                    }
-                    && matches!(cp.to.place, Place::Mem(_))
-            })
-            .map(|cp| cp.to)
-            .ok_or_else(|| err("nothing loads from the home memory"))?;
+        let land = self.landing_of(home.dtype)?;
         let Place::Mem(lm) = land.place else {
             unreachable!()
         };

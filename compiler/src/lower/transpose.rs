@@ -129,21 +129,9 @@ impl Lowerer<'_> {
         c: i64,
     ) -> Result<(), LowerError> {
         let lacks = "cannot compile: the target lacks a transposing copy `d[j, i] = a[i, j]`";
-        let home = self.home_mem();
         let land = self
-            .info
-            .copies
-            .iter()
-            .find(|cp| {
-                cp.from
-                    == Loc {
-                        place: Place::Mem(home),
-                        dtype: xin.dtype,
-                    }
-                    && matches!(cp.to.place, Place::Mem(_))
-            })
-            .map(|cp| cp.to)
-            .ok_or_else(|| Self::node_err(n, lacks))?;
+            .landing_of(xin.dtype)
+            .map_err(|_| Self::node_err(n, lacks))?;
         let Place::Mem(lm) = land.place else {
             return Err(Self::node_err(n, lacks));
         };

@@ -81,3 +81,40 @@ pub fn shape(g: &Graph, name: &str) -> Vec<usize> {
 pub fn one_node(node: NodeProto, x_dims: &[i64]) -> Vec<u8> {
     encode(graph(vec![node], vec![input("x", x_dims)], &["y"], vec![]))
 }
+
+/// The graph of `nodes` over one input `x` of shape `x_dims`, constants folded.
+pub fn folded(
+    nodes: Vec<NodeProto>,
+    x_dims: &[i64],
+    outs: &[&str],
+    inits: Vec<TensorProto>,
+) -> Graph {
+    let mut g = import_ok(&encode(graph(nodes, vec![input("x", x_dims)], outs, inits)));
+    compiler::interp::fold_constants(&mut g);
+    g
+}
+
+/// Compiles and runs `g` on every shipped target with seeded inputs and
+/// asserts every output matches the interpreter. A target may refuse only
+/// with an error containing one of `may_refuse`. Returns the targets that ran.
+pub fn run_everywhere(g: &Graph, seed: u64, what: &str, may_refuse: &[&str]) -> Vec<&'static str> {
+    let inputs = compiler::run::random_inputs(g, seed);
+    let mut ran = Vec::new();
+    for t in targets::all() {
+        match compiler::run::run(t, t.machine(), g, &inputs, None) {
+            Ok(r) => {
+                assert!(
+                    r.checks.iter().all(|c| c.ok),
+                    "{what} on {}: {:?}",
+                    t.name(),
+                    r.checks
+                );
+                ran.push(t.name());
+            }
+            Err(compiler::run::RunError::Lower(e))
+                if may_refuse.iter().any(|s| e.to_string().contains(s)) => {}
+            Err(e) => panic!("{what} on {}: {e}", t.name()),
+        }
+    }
+    ran
+}
