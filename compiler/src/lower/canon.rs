@@ -145,18 +145,7 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
             if negate {
                 r = out.add_node(name("min"), Op::Unary(Unary::Neg), r)?;
             }
-            let want = g.ty(n.outputs[0]).shape.clone();
-            let op = if out.ty(r[0]).shape == want {
-                Op::Identity
-            } else {
-                Op::Reshape { shape: want }
-            };
-            out.nodes.push(Node {
-                name: n.name.clone(),
-                op,
-                inputs: r,
-                outputs: n.outputs.clone(),
-            });
+            finish(out, n, r[0]);
         }
         Op::Transpose { perm }
             if perm.len() > 2
