@@ -238,9 +238,11 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
             {
                 return Err(format!("the bias is {:?}, not [{}]", b.shape, w[0]));
             }
-            let [oh, ow] = window
-                .output([x[2], x[3]])
-                .ok_or_else(|| format!("the window is larger than the padded input {x:?}"))?;
+            let [oh, ow] = window.output([x[2], x[3]]).ok_or_else(|| {
+                format!(
+                    "the window (zero sizes, or larger than the padded input) does not fit {x:?}"
+                )
+            })?;
             TensorType {
                 elem,
                 shape: vec![x[0], w[0], oh, ow],
@@ -252,9 +254,11 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
             if x.len() != 4 {
                 return Err(format!("only 2-D pooling: x {x:?}"));
             }
-            let [oh, ow] = window
-                .output([x[2], x[3]])
-                .ok_or_else(|| format!("the window is larger than the padded input {x:?}"))?;
+            let [oh, ow] = window.output([x[2], x[3]]).ok_or_else(|| {
+                format!(
+                    "the window (zero sizes, or larger than the padded input) does not fit {x:?}"
+                )
+            })?;
             TensorType {
                 elem: tys[0].elem,
                 shape: vec![x[0], x[1], oh, ow],
@@ -266,9 +270,11 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
             if x.len() != 4 {
                 return Err(format!("only 2-D windows: x {x:?}"));
             }
-            let [oh, ow] = window
-                .output([x[2], x[3]])
-                .ok_or_else(|| format!("the window is larger than the padded input {x:?}"))?;
+            let [oh, ow] = window.output([x[2], x[3]]).ok_or_else(|| {
+                format!(
+                    "the window (zero sizes, or larger than the padded input) does not fit {x:?}"
+                )
+            })?;
             TensorType {
                 elem: tys[0].elem,
                 shape: vec![x[0], x[1], window.kernel[0] * window.kernel[1], oh * ow],
@@ -344,6 +350,33 @@ mod tests {
         assert_eq!(out(&[3], &[3, 4]).expect("vector"), vec![4]);
         assert_eq!(out(&[2, 3], &[3]).expect("vector"), vec![2]);
         assert!(out(&[2, 3], &[4, 5]).is_err());
+    }
+
+    #[test]
+    fn windows_give_numpy_sizes_and_refuse_zero_strides() {
+        let w = |strides: [usize; 2], ceil: bool| super::super::Window {
+            kernel: [3, 3],
+            strides,
+            pads: [1, 1, 1, 1],
+            dilations: [1, 1],
+            ceil,
+        };
+        let pool = |window| Op::Pool {
+            kind: super::super::PoolKind::Max,
+            window,
+        };
+        let out = |op: Op| infer(&op, &[t(&[1, 2, 6, 6])]).map(|v| v[0].shape.clone());
+        assert_eq!(out(pool(w([1, 1], false))).expect("same"), vec![1, 2, 6, 6]);
+        assert_eq!(
+            out(pool(w([2, 2], false))).expect("floor"),
+            vec![1, 2, 3, 3]
+        );
+        // ceil((6 + 2 - 3) / 4) + 1 = 3, but the last window would start in the padding.
+        assert_eq!(out(pool(w([4, 4], true))).expect("ceil"), vec![1, 2, 2, 2]);
+        assert!(
+            out(pool(w([0, 1], false))).is_err(),
+            "a zero stride is refused"
+        );
     }
 
     #[test]

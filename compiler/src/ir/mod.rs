@@ -264,8 +264,16 @@ pub struct Window {
 }
 
 impl Window {
-    /// The output size `[OH, OW]` over an input of `[H, W]`, if any.
+    /// The output size `[OH, OW]` over an input of `[H, W]`, if any (never
+    /// for a zero kernel, stride or dilation).
     pub fn output(&self, hw: [usize; 2]) -> Option<[usize; 2]> {
+        if [self.kernel, self.strides, self.dilations]
+            .iter()
+            .flatten()
+            .any(|x| *x == 0)
+        {
+            return None;
+        }
         let mut out = [0; 2];
         for i in 0..2 {
             let span = self.dilations[i] * (self.kernel[i].checked_sub(1)?) + 1;
