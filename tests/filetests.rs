@@ -14,11 +14,12 @@
 //! input x: [3, 10]
 //! const w: [10, 6]          deterministic values in [-1, 1)
 //! node h = MatMul(x, w)     ops: MatMul Add Sub Mul Div Max Min Relu Exp Log Tanh Erf Sqrt
-//!                           Reciprocal Neg Abs Sigmoid Identity Reshape[d, ..] Transpose[p, ..]
+//!                           Reciprocal Neg Abs Sigmoid Round Identity Reshape[d, ..]
+//!                           Transpose[p, ..] ReduceSum/Mean/Max/Min[axes, ..] (dimensions kept)
 //! output h
 //! ```
 
-use compiler::ir::{ElemType, Graph, Op, Tensor, TensorType, ValueId};
+use compiler::ir::{ElemType, Graph, Op, ReduceKind, Tensor, TensorType, ValueId};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -82,6 +83,17 @@ fn parse(text: &str) -> (Graph, Vec<String>) {
                 let op = match head.split_once('[') {
                     Some(("Reshape", d)) => Op::Reshape { shape: dims(d) },
                     Some(("Transpose", d)) => Op::Transpose { perm: dims(d) },
+                    Some((r, d)) if r.starts_with("Reduce") => Op::Reduce {
+                        kind: match r {
+                            "ReduceSum" => ReduceKind::Sum,
+                            "ReduceMean" => ReduceKind::Mean,
+                            "ReduceMax" => ReduceKind::Max,
+                            "ReduceMin" => ReduceKind::Min,
+                            other => panic!("unknown reduction `{other}`"),
+                        },
+                        axes: dims(d),
+                        keepdims: true,
+                    },
                     _ => match head {
                         "MatMul" => Op::MatMul,
                         "Add" => Op::Add,
