@@ -577,12 +577,16 @@ impl Lowerer<'_> {
             }
             let before = self.e.code.len();
             self.region(&members).map_err(|e| {
-                let n = &g.nodes[members[0]];
                 if e.node.is_some() {
-                    e
-                } else {
-                    Self::node_err(n, e.message)
+                    return e;
                 }
+                // A missing operation is blamed on the node that needs it.
+                let needs = |k: &usize| {
+                    Self::ew_of(&g.nodes[*k].op)
+                        .is_some_and(|ew| e.message.contains(&format!("lacks `{}`", ew.text())))
+                };
+                let k = members.iter().find(|k| needs(k)).unwrap_or(&members[0]);
+                Self::node_err(&g.nodes[*k], e.message)
             })?;
             let names: Vec<String> = members
                 .iter()
