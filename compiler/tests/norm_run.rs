@@ -91,3 +91,14 @@ fn layer_normalization_runs_everywhere() {
         );
     }
 }
+
+#[test]
+fn a_missing_function_in_a_fused_region_names_the_node_that_needs_it() {
+    // Softmax's exp is fused after the widened maximum; the error names the exp.
+    let node = NodeProto::new("Softmax", "s", &["x"], &["y"]).with(AttributeProto::int("axis", -1));
+    let g = model(node, &[4, 40], vec![]);
+    let t = targets::by_name("systolic-os").expect("shipped");
+    let e = compiler::lower::compile(t, t.machine(), &g).expect_err("no exp");
+    assert_eq!(e.node.as_deref(), Some("s/exp"), "{e}");
+    assert_eq!(e.op.as_deref(), Some("Exp"), "{e}");
+}
