@@ -238,11 +238,7 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
             {
                 return Err(format!("the bias is {:?}, not [{}]", b.shape, w[0]));
             }
-            let [oh, ow] = window.output([x[2], x[3]]).ok_or_else(|| {
-                format!(
-                    "the window (zero sizes, or larger than the padded input) does not fit {x:?}"
-                )
-            })?;
+            let [oh, ow] = window_output(window, x)?;
             TensorType {
                 elem,
                 shape: vec![x[0], w[0], oh, ow],
@@ -254,11 +250,7 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
             if x.len() != 4 {
                 return Err(format!("only 2-D pooling: x {x:?}"));
             }
-            let [oh, ow] = window.output([x[2], x[3]]).ok_or_else(|| {
-                format!(
-                    "the window (zero sizes, or larger than the padded input) does not fit {x:?}"
-                )
-            })?;
+            let [oh, ow] = window_output(window, x)?;
             TensorType {
                 elem: tys[0].elem,
                 shape: vec![x[0], x[1], oh, ow],
@@ -270,11 +262,7 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
             if x.len() != 4 {
                 return Err(format!("only 2-D windows: x {x:?}"));
             }
-            let [oh, ow] = window.output([x[2], x[3]]).ok_or_else(|| {
-                format!(
-                    "the window (zero sizes, or larger than the padded input) does not fit {x:?}"
-                )
-            })?;
+            let [oh, ow] = window_output(window, x)?;
             TensorType {
                 elem: tys[0].elem,
                 shape: vec![x[0], x[1], window.kernel[0] * window.kernel[1], oh * ow],
@@ -287,6 +275,13 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
         }
     };
     Ok(vec![out])
+}
+
+/// The output size of a 2-D window over `[N, C, H, W]`.
+fn window_output(window: &super::Window, x: &[usize]) -> Result<[usize; 2], String> {
+    window.output([x[2], x[3]]).ok_or_else(|| {
+        format!("the window (zero sizes, or larger than the padded input) does not fit {x:?}")
+    })
 }
 
 /// numpy `matmul` shapes: 1-D operands are promoted and the added dimension removed again.

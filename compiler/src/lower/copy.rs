@@ -309,8 +309,7 @@ impl Lowerer<'_> {
         let Place::Mem(lm) = land.place else {
             return Err(err("no landing memory"));
         };
-        let per = (self.info.home_align / src.dtype.bytes().max(1)).max(1) as i64;
-        let per_d = (self.info.home_align / dst.dtype.bytes().max(1)).max(1) as i64;
+        let (per, per_d) = (self.aligned_elems(src.dtype), self.aligned_elems(dst.dtype));
         // Every `step`-th element of a row, aligned at both ends: one transfer
         // of `cols` one-element rows `step` apart lands as a contiguous run.
         if step != 1 && c0 % per == 0 && d0 % per_d == 0 {
@@ -359,8 +358,7 @@ impl Lowerer<'_> {
         let Place::Mem(lm) = land.place else {
             return Err(err("no landing memory"));
         };
-        let per = (self.info.home_align / src.dtype.bytes().max(1)).max(1) as i64;
-        let per_d = (self.info.home_align / dst.dtype.bytes().max(1)).max(1) as i64;
+        let (per, per_d) = (self.aligned_elems(src.dtype), self.aligned_elems(dst.dtype));
         let shifted = (c0 % per != 0) || (d0 % per_d != 0) || step != 1;
         let mut land = land;
         let moves = if shifted {
@@ -432,6 +430,11 @@ impl Lowerer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Elements of `dt` per aligned step of transfers at home.
+    fn aligned_elems(&self, dt: isa_specs::model::DType) -> i64 {
+        (self.info.home_align / dt.bytes().max(1)).max(1) as i64
     }
 
     /// Where tiles of `dt` at home land on chip (the first copy out of home).
