@@ -168,6 +168,18 @@ pub fn run(
     inputs: &[Tensor],
     expected: Option<&[Tensor]>,
 ) -> Result<RunResult, RunError> {
+    run_with(t, m, g, inputs, expected, lower::Options::default())
+}
+
+/// [`run`] with the lowering options `opts`.
+pub fn run_with(
+    t: &targets::Target,
+    m: &Machine,
+    g: &Graph,
+    inputs: &[Tensor],
+    expected: Option<&[Tensor]>,
+    opts: lower::Options,
+) -> Result<RunResult, RunError> {
     if inputs.len() != g.inputs.len() {
         return Err(RunError::Inputs(format!(
             "the model takes {} inputs, {} given",
@@ -185,7 +197,7 @@ pub fn run(
             )));
         }
     }
-    let compiled = lower::compile(t, m, g).map_err(RunError::Lower)?;
+    let compiled = lower::compile_with(t, m, g, opts).map_err(RunError::Lower)?;
     let reference = interp::run(g, inputs).map_err(RunError::Interp)?;
     let bytes: Vec<(String, Vec<u8>)> = compiled
         .program

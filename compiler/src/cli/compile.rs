@@ -27,6 +27,25 @@ pub enum Stage {
     Report,
 }
 
+/// Optimisations that can be switched off, to measure what each buys.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct OptArgs {
+    /// Do not fuse attention into one region with its intermediates kept on
+    /// chip (scores, softmax steps and probabilities then go through the
+    /// home memory between the steps).
+    #[arg(long)]
+    no_fuse_attention: bool,
+}
+
+impl OptArgs {
+    /// The lowering options these flags ask for.
+    pub fn options(self) -> compiler::lower::Options {
+        compiler::lower::Options {
+            fuse_attention: !self.no_fuse_attention,
+        }
+    }
+}
+
 /// Arguments of `tessera compile`.
 #[derive(Debug, Args)]
 pub struct CompileArgs {
@@ -46,6 +65,8 @@ pub struct CompileArgs {
     /// Output format of the emitted stages.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    #[command(flatten)]
+    opts: OptArgs,
 }
 
 /// Arguments of `tessera run`.
@@ -68,6 +89,8 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    #[command(flatten)]
+    opts: OptArgs,
 }
 
 /// Arguments of `tessera demo`.
@@ -126,7 +149,7 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
     let started = std::time::Instant::now();
-    let c = match compiler::lower::compile(t, &m, &g) {
+    let c = match compiler::lower::compile_with(t, &m, &g, args.opts.options()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!(
@@ -433,7 +456,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         Some(dir) => read_data(dir, &g)?,
         None => (compiler::run::random_inputs(&g, args.seed), None),
     };
-    let result = compiler::run::run(t, &m, &g, &inputs, expected.as_deref());
+    let result =
+        compiler::run::run_with(t, &m, &g, &inputs, expected.as_deref(), args.opts.options());
     finish_run(&m, result, args.format, &args.model.display().to_string())
 }
 

@@ -4,7 +4,7 @@
 //! instructions, a whole block at a time where the rows are evenly spaced,
 //! else row by row.
 
-use super::emit::{Base, MemTile, Pad, Val};
+use super::emit::{MemTile, Pad, Val};
 use super::machine::{Loc, Place};
 use super::{Home, LowerError, Lowerer, err};
 use crate::ir::Node;
@@ -174,7 +174,7 @@ impl Lowerer<'_> {
         );
         self.data.push(isa_specs::program::DataSegment {
             memory: self.e.m.memories[self.home_mem().index()].name.clone(),
-            addr: dst.addr,
+            addr: dst.addr()?,
             bytes,
         });
         let (kh, kw) = (w.kernel[0] as i64, w.kernel[1] as i64);
@@ -264,14 +264,11 @@ impl Lowerer<'_> {
     /// A home tile of `h` rows from row `row`, `step` rows apart.
     fn rows_tile(&self, home: &Home, row: i64, step: i64, c: i64, h: i64, w: i64) -> MemTile {
         MemTile {
-            mem: self.home_mem(),
-            dtype: home.dtype,
-            base: Base::Fixed(home.addr),
             offset: ((row * home.pitch + c) as u64) * home.dtype.bytes(),
             rows: h,
             cols: w,
             pitch: home.pitch * step,
-            ready: None,
+            ..home.tile(0, 0, 0, 0)
         }
     }
 
@@ -506,7 +503,7 @@ impl Lowerer<'_> {
         w: i64,
     ) -> Result<(), LowerError> {
         let to = Loc {
-            place: Place::Mem(self.home_mem()),
+            place: Place::Mem(home.mem),
             dtype: home.dtype,
         };
         let h = rows.len() as i64;

@@ -132,8 +132,18 @@ pub struct BufInfo {
     pub size: u64,
     /// Alignment.
     pub align: u64,
-    /// First and last instruction touching it.
+    /// First and last instruction touching it; a buffer never touched yet
+    /// (see [`Emitter::shared_buffer`]) has its first after its last.
     pub live: (usize, usize),
+    /// Holds a value across regions (written by one, read by later ones).
+    pub shared: bool,
+}
+
+impl BufInfo {
+    /// Whether any instruction touches it.
+    pub fn used(&self) -> bool {
+        self.live.0 <= self.live.1
+    }
 }
 
 /// How a tensor of a tile operation is bound in the emitted code.
@@ -302,6 +312,7 @@ impl<'a> Emitter<'a> {
             size: (rows_alloc * pitch) as u64 * dtype.bytes(),
             align,
             live: (at, at),
+            shared: false,
         });
         MemTile {
             mem,
@@ -313,6 +324,40 @@ impl<'a> Emitter<'a> {
             pitch,
             ready: None,
         }
+    }
+
+    /// A buffer holding a value across regions: live from the first
+    /// instruction that touches it to the last, wherever it is created.
+    pub fn shared_buffer(
+        &mut self,
+        mem: MemId,
+        dtype: DType,
+        rows: i64,
+        cols: i64,
+        pad: Pad,
+    ) -> MemTile {
+        let t = self.buffer_padded(mem, dtype, rows, cols, pad);
+        if let Base::Buf(b) = t.base {
+            self.bufs[b].live = (usize::MAX, 0);
+            self.bufs[b].shared = true;
+        }
+        t
+    }
+
+    /// Waits for every transfer in flight that touches buffer `buf`.
+    pub fn settle_buffer(&mut self, buf: usize) -> Result<(), String> {
+        let mut hits = Vec::new();
+        for (bank, sems) in self.pending.iter().enumerate() {
+            for (sem, p) in sems.iter().enumerate() {
+                if p.as_ref().is_some_and(|p| p.bufs.contains(&buf)) {
+                    hits.push((bank, sem));
+                }
+            }
+        }
+        for (bank, sem) in hits {
+            self.wait(bank, sem)?;
+        }
+        Ok(())
     }
 
     fn touch(&mut self, buf: usize) {
@@ -774,10 +819,16 @@ impl<'a> Emitter<'a> {
         dst: Option<&MemTile>,
         pad: Pad,
     ) -> Result<Val, String> {
-        if v.loc() == to && dst.is_none() {
+        if v.loc() == to && dst.is_none_or(|d| matches!(&v, Val::Mem(t) if t == d)) {
             return Ok(v);
         }
-        let (_, chain) = self.info.path(&[v.loc()], to).ok_or_else(|| {
+        // Into another tile of the same place: there and back again.
+        let found = if v.loc() == to {
+            self.info.round_trip(to)
+        } else {
+            self.info.path(&[v.loc()], to)
+        };
+        let (_, chain) = found.ok_or_else(|| {
             format!(
                 "no instruction sequence moves {} data from {} to {}",
                 v.loc().dtype.name(),

@@ -332,6 +332,41 @@ impl Info {
         found
     }
 
+    /// The cheapest chain of at least one copy from `at` back to `at` whose
+    /// stores write exactly the tile (no whole registers past its edge: the
+    /// rest of the destination holds data), and that passes through no
+    /// buffer in the home memory (buffers are only planned on chip).
+    pub fn round_trip(&self, at: Loc) -> Option<(Loc, Vec<usize>)> {
+        let exact = |ci: &usize| {
+            let c = &self.copies[*ci];
+            !(matches!(c.from.place, Place::Reg(_)) && matches!(c.to.place, Place::Mem(_)))
+                || c.narrow
+        };
+        self.copies
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.from == at)
+            .filter_map(|(ci, c)| {
+                let (_, rest) = if c.to == at {
+                    (at, Vec::new())
+                } else {
+                    self.path(&[c.to], at)?
+                };
+                Some(std::iter::once(ci).chain(rest).collect::<Vec<usize>>())
+            })
+            .filter(|chain| {
+                chain.iter().all(exact)
+                    && chain[..chain.len() - 1]
+                        .iter()
+                        .all(|ci| match self.copies[*ci].to.place {
+                            Place::Mem(m) => m != self.home,
+                            Place::Reg(_) => true,
+                        })
+            })
+            .min_by_key(|chain| chain.len())
+            .map(|chain| (at, chain))
+    }
+
     fn search(&self, from: &[Loc], to: Loc) -> Option<(Loc, Vec<usize>)> {
         #[derive(PartialEq, Eq, PartialOrd, Ord)]
         struct Entry(std::cmp::Reverse<u32>, Loc);

@@ -406,10 +406,7 @@ impl Lowerer<'_> {
             0
         };
         let panels = if pw == 0 {
-            vec![
-                self.padded(data, orows, ocols, dt)
-                    .tile(self.home_mem(), 0, 0, orows, ocols),
-            ]
+            vec![self.padded(data, orows, ocols, dt).tile(0, 0, orows, ocols)]
         } else {
             (0..ocols / pw)
                 .map(|j| {
@@ -419,8 +416,7 @@ impl Lowerer<'_> {
                                 .to_vec()
                         })
                         .collect();
-                    self.padded(part, orows, pw, dt)
-                        .tile(self.home_mem(), 0, 0, orows, pw)
+                    self.padded(part, orows, pw, dt).tile(0, 0, orows, pw)
                 })
                 .collect()
         };
@@ -699,9 +695,7 @@ impl Lowerer<'_> {
                 return Ok(t.clone());
             }
             let dt = self.act;
-            let tile = self
-                .padded(data, rows, cols, dt)
-                .tile(self.home_mem(), 0, 0, rows, cols);
+            let tile = self.padded(data, rows, cols, dt).tile(0, 0, rows, cols);
             self.packed.insert(key, tile.clone());
             return Ok(tile);
         }
@@ -710,7 +704,7 @@ impl Lowerer<'_> {
             .get(&v)
             .cloned()
             .ok_or_else(|| err("operand without a home"))?;
-        Ok(h.tile(self.home_mem(), row0, 0, rows, cols))
+        Ok(h.tile(row0, 0, rows, cols))
     }
 
     /// Clears an accumulator with an instruction `d = 0`.
@@ -809,7 +803,7 @@ impl Lowerer<'_> {
                 .cloned()
                 .ok_or_else(|| err("operand without a home"))?;
             let (hr, hc) = if is_a { (p.m, p.k) } else { (p.k, p.n) };
-            home.tile(self.home_mem(), batch_row0, 0, hr, hc)
+            home.tile(batch_row0, 0, hr, hc)
         };
         if shape.len() == 1 && rows != 1 && cols != 1 {
             return Err(err(

@@ -30,6 +30,7 @@
 mod canon;
 mod copy;
 pub mod emit;
+pub mod fuse;
 pub mod machine;
 mod matmul;
 pub mod ops;
@@ -39,7 +40,7 @@ mod transpose;
 
 use crate::ir::{Graph, Op, ValueId};
 use crate::{memplan, regalloc, sched};
-use emit::{Base, Emitter, MemTile, Pad, Val};
+use emit::{Base, BufInfo, Emitter, MemTile, Pad, Val};
 use isa_specs::Machine;
 use isa_specs::model::Func;
 use isa_specs::model::{DType, MemId, OperandKind};
@@ -141,10 +142,12 @@ impl Compiled {
     }
 }
 
-/// Where a value lives in the home memory.
+/// Where a value lives: in the home memory, or kept on chip in a buffer
+/// (an intermediate of a fused region, see [`fuse`]).
 #[derive(Clone, Debug, PartialEq)]
 struct Home {
-    addr: u64,
+    mem: MemId,
+    base: Base,
     dtype: DType,
     rows: i64,
     cols: i64,
@@ -153,16 +156,27 @@ struct Home {
 }
 
 impl Home {
-    fn tile(&self, mem: MemId, r: i64, c: i64, h: i64, w: i64) -> MemTile {
+    fn tile(&self, r: i64, c: i64, h: i64, w: i64) -> MemTile {
         MemTile {
-            mem,
+            mem: self.mem,
             dtype: self.dtype,
-            base: Base::Fixed(self.addr),
+            base: self.base,
             offset: ((r * self.pitch + c) as u64) * self.dtype.bytes(),
             rows: h,
             cols: w,
             pitch: self.pitch,
             ready: None,
+        }
+    }
+
+    /// Its address in the home memory, for data written at load time; a value
+    /// kept on chip has none.
+    fn addr(&self) -> Result<u64, LowerError> {
+        match self.base {
+            Base::Fixed(a) => Ok(a),
+            Base::Buf(_) => Err(err(
+                "a value kept on chip cannot be initialised as data (compiled again without on-chip residency)",
+            )),
         }
     }
 }
@@ -227,19 +241,80 @@ struct Lowerer<'a> {
     contractions: Vec<Contraction>,
     /// Views that cannot alias their input (its rows are padded): copied.
     relayouts: std::collections::HashSet<ValueId>,
+    /// The attentions recognised, and whether each is kept on chip.
+    attentions: Vec<(fuse::Attention, bool)>,
+    /// The node that started each region.
+    region_roots: Vec<usize>,
 }
 
-/// Compiles a graph for machine `m` of target `t`.
+/// Optimisations that can be switched off (all on by default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Options {
+    /// Attention as one region with its intermediates kept on chip ([`fuse`]).
+    pub fuse_attention: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            fuse_attention: true,
+        }
+    }
+}
+
+/// Compiles a graph for machine `m` of target `t` with every optimisation on.
 pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, LowerError> {
-    crate::ir::verify(g)
-        .map_err(|e| err(format!("the graph fails the IR verifier: {}", e.join("; "))))?;
+    compile_with(t, m, g, Options::default())
+}
+
+/// Compiles a graph for machine `m` of target `t` with the optimisations `opts`.
+///
+/// Keeping a fused region's intermediates on chip can fail where plain
+/// regions succeed (a copy the machine lacks between on-chip memories, the
+/// buffers not fitting beside the tiles); the graph is then compiled again
+/// without it, and the regions say so.
+pub fn compile_with(
+    t: &targets::Target,
+    m: &Machine,
+    g: &Graph,
+    opts: Options,
+) -> Result<Compiled, LowerError> {
+    match compile_once(t, m, g, opts) {
+        Err(e) if opts.fuse_attention && !fuse::attention(&canon_for(t, m, g)?).is_empty() => {
+            let plain = Options {
+                fuse_attention: false,
+                ..opts
+            };
+            let mut c = compile_once(t, m, g, plain)?;
+            c.regions
+                .push((format!("(attention not kept on chip: {e})"), 0));
+            Ok(c)
+        }
+        r => r,
+    }
+}
+
+/// The graph after the rewrites before lowering, for machine `m`.
+fn canon_for(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Graph, LowerError> {
     let info = Info::new(m).map_err(err)?;
     let probe = Emitter::new(m, t.isa(), &info);
     let caps = canon::Caps {
         min_reduction: !reduce::forms(&probe, crate::ir::ReduceKind::Min).is_empty(),
         round: !ops::ew_forms(&probe, Ew::Call(Func::Round)).is_empty(),
     };
-    let prepared = canon::prepare(g, caps)?;
+    canon::prepare(g, caps)
+}
+
+fn compile_once(
+    t: &targets::Target,
+    m: &Machine,
+    g: &Graph,
+    opts: Options,
+) -> Result<Compiled, LowerError> {
+    crate::ir::verify(g)
+        .map_err(|e| err(format!("the graph fails the IR verifier: {}", e.join("; "))))?;
+    let info = Info::new(m).map_err(err)?;
+    let prepared = canon_for(t, m, g)?;
     let g = &prepared;
     let home_mem = info.home;
     let loadable = |dt: DType| {
@@ -271,10 +346,16 @@ pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, 
         packed_panels: HashMap::new(),
         contractions: Vec::new(),
         relayouts: Default::default(),
+        attentions: Vec::new(),
+        region_roots: Vec::new(),
     };
+    if opts.fuse_attention {
+        l.attentions = fuse::attention(g).into_iter().map(|a| (a, true)).collect();
+    }
     l.contractions = ops::contractions(&l.e);
     l.layout()?;
     l.lower_nodes()?;
+    l.merge_attention_regions();
     l.e.finish().map_err(err)?;
     l.back_end(t, m)
 }
@@ -297,7 +378,8 @@ impl Lowerer<'_> {
         let pitch = self.home_pitch(cols, dtype);
         let addr = self.alloc_home((rows * pitch) as u64 * dtype.bytes(), 64);
         Home {
-            addr,
+            mem: self.info.home,
+            base: Base::Fixed(addr),
             dtype,
             rows,
             cols,
@@ -358,6 +440,7 @@ impl Lowerer<'_> {
                 self.homes.insert(v, home);
             }
         }
+        let kept = self.keep_on_chip()?;
         for v in order {
             if g.constants.contains_key(&v) || self.homes.contains_key(&v) {
                 continue;
@@ -398,6 +481,23 @@ impl Lowerer<'_> {
                 );
                 continue;
             }
+            if let Some(&mem) = kept.get(&v) {
+                let t = self
+                    .e
+                    .shared_buffer(mem, self.act, rows, cols, Pad::Aligned);
+                self.homes.insert(
+                    v,
+                    Home {
+                        mem,
+                        base: t.base,
+                        dtype: self.act,
+                        rows,
+                        cols,
+                        pitch: t.pitch,
+                    },
+                );
+                continue;
+            }
             // A graph output produced through an alias needs its own bytes only if it is not the root.
             let dtype = if int
                 || outputs.contains(&v)
@@ -411,6 +511,109 @@ impl Lowerer<'_> {
             self.homes.insert(v, home);
         }
         Ok(())
+    }
+
+    /// The values of recognised attentions kept on chip, and where: every
+    /// value made inside one (views excepted: they alias), if together they
+    /// take at most half of the memory tiles from home land in. Attentions
+    /// that do not fit are marked as not kept.
+    fn keep_on_chip(&mut self) -> Result<HashMap<ValueId, MemId>, LowerError> {
+        let mut kept = HashMap::new();
+        if self.attentions.is_empty() {
+            return Ok(kept);
+        }
+        let land = self.landing_of(self.act)?;
+        let Place::Mem(mem) = land.place else {
+            return Ok(kept);
+        };
+        let g = self.g;
+        let cap = self.e.m.memories[mem.index()].size.value.max(0) as u64;
+        // As `Pad::Aligned` lays them out.
+        let per = (self.info.mem_align[mem.index()] / self.act.bytes()).max(1) as i64;
+        let granule = machine::lcm(self.info.pitch_granule.max(1), per);
+        for (a, keep) in &mut self.attentions {
+            let views: Vec<ValueId> = a
+                .nodes
+                .iter()
+                .map(|&k| &g.nodes[k])
+                .filter(|n| matches!(n.op, Op::Reshape { .. } | Op::Identity))
+                .map(|n| n.outputs[0])
+                .collect();
+            let own: Vec<ValueId> = a
+                .inner
+                .iter()
+                .copied()
+                .filter(|v| !views.contains(v) && g.ty(*v).elem.is_float())
+                .collect();
+            let bytes: u64 = own
+                .iter()
+                .map(|v| {
+                    let (r, c) = view(&g.ty(*v).shape);
+                    let pitch = machine::rup(c, granule);
+                    (machine::rup(r, self.info.row_granule.max(1)) * pitch) as u64
+                        * self.act.bytes()
+                })
+                .sum();
+            *keep = bytes <= cap / 2;
+            if *keep {
+                kept.extend(own.into_iter().map(|v| (v, mem)));
+            }
+        }
+        Ok(kept)
+    }
+
+    /// Records a region started by node `ni`; values it wrote on chip are
+    /// complete before the next region reads them.
+    fn push_region(&mut self, ni: usize, region: (String, usize)) -> Result<(), LowerError> {
+        self.regions.push(region);
+        self.region_roots.push(ni);
+        let shared: Vec<usize> = (0..self.e.bufs.len())
+            .filter(|&b| self.e.bufs[b].shared && self.e.bufs[b].used())
+            .collect();
+        for b in shared {
+            self.e.settle_buffer(b).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// Merges the regions of each attention into one, named after it.
+    fn merge_attention_regions(&mut self) {
+        let g = self.g;
+        let mut merged: Vec<(String, usize)> = Vec::new();
+        let mut at: HashMap<usize, usize> = HashMap::new();
+        for (k, (name, n)) in std::mem::take(&mut self.regions).into_iter().enumerate() {
+            let root = self.region_roots.get(k).copied();
+            let which = root.and_then(|r| {
+                self.attentions
+                    .iter()
+                    .position(|(a, _)| a.nodes.contains(&r))
+            });
+            match which {
+                Some(w) => match at.get(&w) {
+                    Some(&i) => {
+                        merged[i].0.push_str(&format!(" | {name}"));
+                        merged[i].1 += n;
+                    }
+                    None => {
+                        let (a, keep) = &self.attentions[w];
+                        let head = format!(
+                            "Attention({} .. {}, {}): {name}",
+                            g.nodes[a.scores].name,
+                            g.nodes[a.context].name,
+                            if *keep {
+                                "intermediates on chip"
+                            } else {
+                                "intermediates at home: they do not fit on chip"
+                            }
+                        );
+                        at.insert(w, merged.len());
+                        merged.push((head, n));
+                    }
+                },
+                None => merged.push((name, n)),
+            }
+        }
+        self.regions = merged;
     }
 
     /// `e`, naming node `n` unless it names one already.
@@ -483,8 +686,10 @@ impl Lowerer<'_> {
                     if self.relayouts.contains(&n.outputs[0]) {
                         let before = self.e.code.len();
                         self.relayout(n).map_err(|e| Self::at_node(n, e))?;
-                        self.regions
-                            .push((format!("Relayout({})", n.name), self.e.code.len() - before));
+                        self.push_region(
+                            ni,
+                            (format!("Relayout({})", n.name), self.e.code.len() - before),
+                        )?;
                     }
                     continue;
                 }
@@ -508,40 +713,51 @@ impl Lowerer<'_> {
                     let before = self.e.code.len();
                     self.slice(n, starts, steps)
                         .map_err(|e| Self::at_node(n, e))?;
-                    self.regions
-                        .push((format!("Slice({})", n.name), self.e.code.len() - before));
+                    self.push_region(
+                        ni,
+                        (format!("Slice({})", n.name), self.e.code.len() - before),
+                    )?;
                     continue;
                 }
                 Op::Im2Col { window, fill } => {
                     let before = self.e.code.len();
                     self.im2col(n, window, *fill)
                         .map_err(|e| Self::at_node(n, e))?;
-                    self.regions
-                        .push((format!("Im2Col({})", n.name), self.e.code.len() - before));
+                    self.push_region(
+                        ni,
+                        (format!("Im2Col({})", n.name), self.e.code.len() - before),
+                    )?;
                     continue;
                 }
                 Op::Concat { axis } => {
                     let before = self.e.code.len();
                     self.concat(n, *axis).map_err(|e| Self::at_node(n, e))?;
-                    self.regions
-                        .push((format!("Concat({})", n.name), self.e.code.len() - before));
+                    self.push_region(
+                        ni,
+                        (format!("Concat({})", n.name), self.e.code.len() - before),
+                    )?;
                     continue;
                 }
                 Op::Reduce { kind, axes, .. } => {
                     let before = self.e.code.len();
                     self.reduce(n, *kind, axes)
                         .map_err(|e| Self::at_node(n, e))?;
-                    self.regions.push((
-                        format!("{}({})", n.op.name(), n.name),
-                        self.e.code.len() - before,
-                    ));
+                    self.push_region(
+                        ni,
+                        (
+                            format!("{}({})", n.op.name(), n.name),
+                            self.e.code.len() - before,
+                        ),
+                    )?;
                     continue;
                 }
                 Op::Transpose { perm } => {
                     let before = self.e.code.len();
                     self.transpose(n, perm).map_err(|e| Self::at_node(n, e))?;
-                    self.regions
-                        .push((format!("Transpose({})", n.name), self.e.code.len() - before));
+                    self.push_region(
+                        ni,
+                        (format!("Transpose({})", n.name), self.e.code.len() - before),
+                    )?;
                     continue;
                 }
                 _ => {}
@@ -592,8 +808,7 @@ impl Lowerer<'_> {
                 .iter()
                 .map(|&k| format!("{}({})", g.nodes[k].op.name(), g.nodes[k].name))
                 .collect();
-            self.regions
-                .push((names.join(" -> "), self.e.code.len() - before));
+            self.push_region(ni, (names.join(" -> "), self.e.code.len() - before))?;
         }
         Ok(())
     }
@@ -625,7 +840,7 @@ impl Lowerer<'_> {
             );
             self.data.push(DataSegment {
                 memory: self.e.m.memories[self.home_mem().index()].name.clone(),
-                addr: out_home.addr,
+                addr: out_home.addr()?,
                 bytes,
             });
             return Ok(());
@@ -813,9 +1028,9 @@ impl Lowerer<'_> {
                         });
                     }
                     let v = ops::chain(&mut self.e, input, &chain).map_err(err)?;
-                    let dst = out_home.tile(self.home_mem(), row0, c, h, w);
+                    let dst = out_home.tile(row0, c, h, w);
                     let to = Loc {
-                        place: Place::Mem(self.home_mem()),
+                        place: Place::Mem(out_home.mem),
                         dtype: out_home.dtype,
                     };
                     self.e.to_loc(v, to, Some(&dst), Pad::Dense).map_err(err)?;
@@ -831,8 +1046,17 @@ impl Lowerer<'_> {
     /// by liveness, as the back end will).
     fn fits_on_chip(&self, first: usize) -> Result<(), LowerError> {
         for (mi, mem) in self.e.m.memories.iter().enumerate() {
-            let bs: Vec<memplan::Buffer> = self.e.bufs[first..]
+            // Values kept on chip from earlier regions are live throughout.
+            let now = self.e.code.len();
+            let held = self.e.bufs[..first]
                 .iter()
+                .filter(|b| b.shared && b.used())
+                .map(|b| BufInfo {
+                    live: (b.live.0.min(now), now),
+                    ..b.clone()
+                });
+            let bs: Vec<memplan::Buffer> = held
+                .chain(self.e.bufs[first..].iter().filter(|b| b.used()).cloned())
                 .filter(|b| b.mem.index() == mi)
                 .map(|b| memplan::Buffer {
                     size: b.size,
@@ -913,7 +1137,7 @@ impl Lowerer<'_> {
             .cloned()
             .ok_or_else(|| err("operand without a home"))?;
         if vs == os {
-            return Ok(Val::Mem(home.tile(self.home_mem(), r, c, h, w)));
+            return Ok(Val::Mem(home.tile(r, c, h, w)));
         }
         // Broadcast: output row i reads input row f(i); the last dimension must not broadcast.
         if vs.last() != os.last() {
@@ -933,7 +1157,7 @@ impl Lowerer<'_> {
         // used as a whole, and each row's transfer has its own semaphore).
         let mut rows = Vec::with_capacity(h as usize);
         for i in 0..h {
-            let src = home.tile(self.home_mem(), src_row(r + i), c, 1, w);
+            let src = home.tile(src_row(r + i), c, 1, w);
             rows.push(
                 self.e
                     .to_loc(Val::Mem(src), land, Some(&buf.view(i, 0, 1, w)), Pad::Dense)
@@ -976,7 +1200,7 @@ impl Lowerer<'_> {
         };
         let dt = self.act;
         let home = self.padded(data, rows, cols, dt);
-        let t = home.tile(self.home_mem(), 0, 0, rows, cols);
+        let t = home.tile(0, 0, rows, cols);
         self.packed.insert(key, t.clone());
         Ok(t)
     }
@@ -996,7 +1220,8 @@ impl Lowerer<'_> {
             bytes: encode(dt, out),
         });
         Home {
-            addr,
+            mem: self.info.home,
+            base: Base::Fixed(addr),
             dtype: dt,
             rows,
             cols,
@@ -1011,7 +1236,7 @@ impl Lowerer<'_> {
         let mut bases = vec![0u64; self.e.bufs.len()];
         for (mi, mem) in m.memories.iter().enumerate() {
             let ids: Vec<usize> = (0..self.e.bufs.len())
-                .filter(|&b| self.e.bufs[b].mem.index() == mi)
+                .filter(|&b| self.e.bufs[b].mem.index() == mi && self.e.bufs[b].used())
                 .collect();
             if ids.is_empty() {
                 continue;
@@ -1066,24 +1291,26 @@ impl Lowerer<'_> {
         }
         program.data = std::mem::take(&mut self.data);
         let home_name = m.memories[self.home_mem().index()].name.clone();
-        let desc = |v: ValueId, h: &Home| TensorDesc {
-            name: self.g.values[v.index()].name.clone(),
-            dtype: h.dtype,
-            shape: self.g.ty(v).shape.iter().map(|d| *d as u64).collect(),
-            memory: home_name.clone(),
-            addr: h.addr,
-            pitch: if h.pitch == h.cols { 0 } else { h.pitch as u64 },
+        let desc = |v: ValueId, h: &Home| -> Result<TensorDesc, LowerError> {
+            Ok(TensorDesc {
+                name: self.g.values[v.index()].name.clone(),
+                dtype: h.dtype,
+                shape: self.g.ty(v).shape.iter().map(|d| *d as u64).collect(),
+                memory: home_name.clone(),
+                addr: h.addr()?,
+                pitch: if h.pitch == h.cols { 0 } else { h.pitch as u64 },
+            })
         };
         for v in &self.g.inputs {
             let h = &self.homes[v];
-            program.inputs.push(desc(*v, h));
+            program.inputs.push(desc(*v, h)?);
         }
         for v in &self.g.outputs {
             let h = self
                 .homes
                 .get(v)
                 .ok_or_else(|| err("a graph output has no place at home"))?;
-            program.outputs.push(desc(*v, h));
+            program.outputs.push(desc(*v, h)?);
         }
         let macs = self
             .g

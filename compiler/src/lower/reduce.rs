@@ -240,7 +240,7 @@ impl Lowerer<'_> {
             );
             self.data.push(isa_specs::program::DataSegment {
                 memory: self.e.m.memories[self.home_mem().index()].name.clone(),
-                addr: dst.addr,
+                addr: dst.addr()?,
                 bytes,
             });
             return Ok(());
@@ -273,7 +273,7 @@ impl Lowerer<'_> {
         src: &super::Home,
         dst: &super::Home,
     ) -> Result<(), LowerError> {
-        let home = self.home_mem();
+        let home = dst.mem;
         let (gr, gc) = match f.src.place {
             Place::Reg(file) => self.e.granule(file),
             Place::Mem(_) => (256, 512),
@@ -295,7 +295,7 @@ impl Lowerer<'_> {
             let mut c = 0;
             while c < src.cols {
                 let w = gc.min(src.cols - c);
-                let tile = src.tile(home, r, c, h, w);
+                let tile = src.tile(r, c, h, w);
                 let part = self.reduce_chunk(f, kind, tile, gr, gc).map_err(err)?;
                 acc = Some(match acc {
                     None => part,
@@ -332,7 +332,7 @@ impl Lowerer<'_> {
                 place: Place::Mem(home),
                 dtype: dst.dtype,
             };
-            let d = dst.tile(home, r, 0, h, 1);
+            let d = dst.tile(r, 0, h, 1);
             self.e.to_loc(v, to, Some(&d), Pad::Dense).map_err(err)?;
             r += h;
         }
@@ -391,7 +391,7 @@ impl Lowerer<'_> {
         }
         let dt = self.act;
         let h = self.padded(vec![k; rows as usize], rows, 1, dt);
-        let t = h.tile(self.home_mem(), 0, 0, rows, 1);
+        let t = h.tile(0, 0, rows, 1);
         self.packed.insert(key, t.clone());
         Ok(t)
     }
@@ -407,7 +407,7 @@ impl Lowerer<'_> {
         }
         let dt = self.act;
         let h = self.padded(vec![identity(kind); (rows * cols) as usize], rows, cols, dt);
-        let t = h.tile(self.home_mem(), 0, 0, rows, cols);
+        let t = h.tile(0, 0, rows, cols);
         self.packed.insert(key, t.clone());
         t
     }

@@ -46,11 +46,11 @@ impl Lowerer<'_> {
         let (r, c) = (shape[rank - 2] as i64, shape[rank - 1] as i64);
         let batches: i64 = shape[..rank - 2].iter().product::<usize>() as i64;
         let home = Loc {
-            place: Place::Mem(self.home_mem()),
+            place: Place::Mem(xin.mem),
             dtype: xin.dtype,
         };
         let back = Loc {
-            place: Place::Mem(self.home_mem()),
+            place: Place::Mem(yout.mem),
             dtype: yout.dtype,
         };
         // A transposing instruction the data can reach and come back from.
@@ -87,7 +87,7 @@ impl Lowerer<'_> {
                 let mut j = 0;
                 while j < c {
                     let w = t.min(c - j);
-                    let src = xin.tile(self.home_mem(), b * r + i, j, h, w);
+                    let src = xin.tile(b * r + i, j, h, w);
                     let Val::Mem(src) = self
                         .e
                         .to_loc(Val::Mem(src), tc.from, None, Pad::Dense)
@@ -104,7 +104,7 @@ impl Lowerer<'_> {
                     self.e
                         .emit(&op, &refs, Some(tc.inst))
                         .map_err(|e| Self::node_err(n, e))?;
-                    let out = yout.tile(self.home_mem(), b * c + j, i, w, h);
+                    let out = yout.tile(b * c + j, i, w, h);
                     self.e
                         .to_loc(Val::Mem(dst), back, Some(&out), Pad::Dense)
                         .map_err(err)?;

@@ -1,0 +1,180 @@
+//! Attention fused into one region with its intermediates kept on chip
+//! (`compiler::lower::fuse`): recognised in the bundled GPT-2 block, the
+//! same outputs with and without it, fewer cycles with it where the machine
+//! keeps it on chip, and patterns that must not be fused.
+
+use compiler::ir::{ElemType, Graph, Op, ReduceKind, Tensor, TensorType, Unary, ValueId};
+use compiler::lower::Options;
+use std::path::Path;
+
+const OFF: Options = Options {
+    fuse_attention: false,
+};
+
+fn gpt2() -> (Graph, Vec<Tensor>) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gpt2_block_small");
+    let mut g = compiler::onnx::import_file(dir.join("model.onnx")).expect("import");
+    compiler::interp::fold_constants(&mut g);
+    let inputs = compiler::run::random_inputs(&g, 7);
+    (g, inputs)
+}
+
+fn attention_regions(c: &compiler::lower::Compiled) -> Vec<&str> {
+    c.regions
+        .iter()
+        .map(|(r, _)| r.as_str())
+        .filter(|r| r.starts_with("Attention("))
+        .collect()
+}
+
+#[test]
+fn gpt2_attention_is_one_region_and_agrees_with_the_unfused_code() {
+    let (g, inputs) = gpt2();
+    for name in ["vliw-systolic", "simd-dsp", "pim-dram"] {
+        let t = targets::by_name(name).expect("target");
+        let on = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("fused");
+        let off = compiler::run::run_with(t, t.machine(), &g, &inputs, None, OFF).expect("plain");
+        assert!(on.checks.iter().all(|c| c.ok), "{name}: {:?}", on.checks);
+        assert!(off.checks.iter().all(|c| c.ok), "{name}: {:?}", off.checks);
+        assert!(
+            attention_regions(&off.compiled).is_empty(),
+            "{name}: off means off"
+        );
+        let fused = attention_regions(&on.compiled);
+        assert_eq!(fused.len(), 1, "{name}: {:?}", on.compiled.regions);
+        let region = fused[0];
+        assert!(
+            region.starts_with("Attention(attn.scores .. attn.context"),
+            "{region}"
+        );
+        for step in ["ReduceMax", "Exp", "ReduceSum", "MatMul(attn.context)"] {
+            assert!(region.contains(step), "{name}: {region} lacks {step}");
+        }
+        let kept = region.contains("intermediates on chip");
+        let note = region.contains("they do not fit on chip")
+            || on
+                .compiled
+                .regions
+                .iter()
+                .any(|(r, _)| r.starts_with("(attention not kept on chip"));
+        // Either kept on chip, or the reason it is not is reported.
+        assert!(kept || note, "{name}: {:?}", on.compiled.regions);
+        if kept {
+            // Nothing between the two products goes through the home memory.
+            assert!(
+                on.report.cycles < off.report.cycles,
+                "{name}: fused {} cycles, plain {}",
+                on.report.cycles,
+                off.report.cycles
+            );
+        }
+    }
+    // The machine with the room and the copies for it keeps attention on chip.
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let c = compiler::lower::compile(t, t.machine(), &g).expect("compiles");
+    assert!(attention_regions(&c)[0].contains("intermediates on chip"));
+}
+
+/// `q · kᵀ`, softmax, `· v`, one head of `[s, d]`; `extra` adds a use of the
+/// probabilities outside the pattern (as a second graph output).
+fn sdpa(s: usize, d: usize, extra: bool, mask: bool) -> Graph {
+    let mut g = Graph::default();
+    let ty = |shape: Vec<usize>| TensorType {
+        elem: ElemType::F32,
+        shape,
+    };
+    let q = g.add_value("q", ty(vec![s, d]));
+    let k = g.add_value("k", ty(vec![s, d]));
+    let v = g.add_value("v", ty(vec![s, d]));
+    g.inputs.extend([q, k, v]);
+    let one = |g: &mut Graph, name: &str, op: Op, ins: Vec<ValueId>| -> ValueId {
+        g.add_node(name, op, ins).expect("node")[0]
+    };
+    let kt = one(&mut g, "kt", Op::Transpose { perm: vec![1, 0] }, vec![k]);
+    let mut x = one(&mut g, "scores", Op::MatMul, vec![q, kt]);
+    if mask {
+        // A padding mask computed from an input: added to the scores.
+        let m = g.add_value("mask", ty(vec![1, s]));
+        g.inputs.push(m);
+        x = one(&mut g, "masked", Op::Add, vec![x, m]);
+    }
+    let red = |kind| Op::Reduce {
+        kind,
+        axes: vec![1],
+        keepdims: true,
+    };
+    let mx = one(&mut g, "max", red(ReduceKind::Max), vec![x]);
+    let d_ = one(&mut g, "shifted", Op::Sub, vec![x, mx]);
+    let e = one(&mut g, "exp", Op::Unary(Unary::Exp), vec![d_]);
+    let z = one(&mut g, "sum", red(ReduceKind::Sum), vec![e]);
+    let p = one(&mut g, "probs", Op::Div, vec![e, z]);
+    let o = one(&mut g, "context", Op::MatMul, vec![p, v]);
+    g.outputs.push(o);
+    if extra {
+        g.outputs.push(p);
+    }
+    g
+}
+
+#[test]
+fn a_computed_padding_mask_is_part_of_the_region() {
+    let g = sdpa(8, 16, false, true);
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let inputs = compiler::run::random_inputs(&g, 3);
+    let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    let fused = attention_regions(&r.compiled);
+    assert_eq!(fused.len(), 1, "{:?}", r.compiled.regions);
+    assert!(fused[0].contains("Add(masked)"), "{}", fused[0]);
+    assert!(fused[0].contains("intermediates on chip"), "{}", fused[0]);
+}
+
+#[test]
+fn probabilities_used_elsewhere_are_not_fused() {
+    let g = sdpa(8, 16, true, false);
+    for t in targets::all().iter().filter(|t| t.name() != "systolic-os") {
+        let inputs = compiler::run::random_inputs(&g, 5);
+        let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+        assert!(
+            r.checks.iter().all(|c| c.ok),
+            "{}: {:?}",
+            t.name(),
+            r.checks
+        );
+        assert!(attention_regions(&r.compiled).is_empty(), "{}", t.name());
+    }
+}
+
+#[test]
+fn recogniser_finds_the_pattern_and_its_inner_values() {
+    // On a graph already in the lowering's form (row results widened by ones).
+    let g = sdpa(4, 8, false, false);
+    let found = compiler::lower::fuse::attention(&g);
+    assert_eq!(found.len(), 1);
+    let a = &found[0];
+    let name = |k: usize| g.nodes[k].name.clone();
+    assert_eq!(name(a.scores), "scores");
+    assert_eq!(name(a.context), "context");
+    // kᵀ is made for these scores alone: inside.
+    assert!(a.nodes.iter().any(|&k| name(k) == "kt"));
+    let inner: Vec<&str> = a
+        .inner
+        .iter()
+        .map(|v| g.values[v.index()].name.as_str())
+        .collect();
+    for v in ["kt", "scores", "max", "shifted", "exp", "sum", "probs"] {
+        assert!(
+            inner.contains(&format!("{v}:0").as_str()),
+            "{inner:?} lacks {v}"
+        );
+    }
+    assert!(!inner.iter().any(|v| v.starts_with("context")));
+    // Without the softmax's exponential it is not attention.
+    let mut h = sdpa(4, 8, false, false);
+    for n in &mut h.nodes {
+        if n.name == "exp" {
+            n.op = Op::Unary(Unary::Tanh);
+        }
+    }
+    assert!(compiler::lower::fuse::attention(&h).is_empty());
+}
