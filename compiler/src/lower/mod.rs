@@ -283,7 +283,6 @@ pub fn compile_with(
         Err(e) if opts.fuse_attention && !fuse::attention(&canon_for(t, m, g)?).is_empty() => {
             let plain = Options {
                 fuse_attention: false,
-                ..opts
             };
             let mut c = compile_once(t, m, g, plain)?;
             c.regions
