@@ -158,6 +158,9 @@ fn filetests() {
             for (region, n) in &c.regions {
                 out.push_str(&format!("- {region}: {n} instructions\n"));
             }
+            for note in &c.notes {
+                out.push_str(&format!("- note: {note}\n"));
+            }
             out.push_str("\n## selected\n\n```\n");
             for line in &c.selected {
                 out.push_str(line);

@@ -14,5 +14,6 @@ pub mod lower;
 pub mod memplan;
 pub mod onnx;
 pub mod regalloc;
+pub mod roofline;
 pub mod run;
 pub mod sched;

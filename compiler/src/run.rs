@@ -105,6 +105,71 @@ pub struct RunResult {
     pub tolerance: Tolerance,
     /// The narrowest type computed in.
     pub compute_dtype: DType,
+    /// Per fused region: its bound, its simulated cycles, its efficiency.
+    pub regions: Vec<RegionRun>,
+}
+
+/// One fused region's roofline bound beside the cycles its code took.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RegionRun {
+    /// What it computes (as `Compiled::regions` names it).
+    pub region: String,
+    /// Instructions selected for it.
+    pub instructions: usize,
+    /// Multiply-accumulates.
+    pub macs: u64,
+    /// Bytes it must move across the home memory at least.
+    pub home_bytes: u64,
+    /// Its roofline bound alone.
+    pub roofline_cycles: u64,
+    /// Cycles from its first bundle's issue to the next region's.
+    pub cycles: u64,
+    /// `roofline_cycles / cycles`.
+    pub efficiency: f64,
+}
+
+/// Every region's bound and cycles, from a simulation that recorded when
+/// each bundle issued ([`targets::sim::Config::record_issue`]).
+pub fn regions(compiled: &Compiled, m: &Machine, report: &targets::sim::Report) -> Vec<RegionRun> {
+    compiled
+        .regions
+        .iter()
+        .zip(&compiled.region_stats)
+        .map(|((name, n), s)| {
+            let bound = s.roofline(m).cycles;
+            let cycles = s.cycles(&report.issue_cycles, report.cycles);
+            RegionRun {
+                region: name.clone(),
+                instructions: *n,
+                macs: s.macs,
+                home_bytes: s.home_bytes,
+                roofline_cycles: bound,
+                cycles,
+                efficiency: if cycles == 0 {
+                    0.0
+                } else {
+                    bound as f64 / cycles as f64
+                },
+            }
+        })
+        .collect()
+}
+
+/// A timing-only simulation of a compiled program (no data, much faster),
+/// recording when each bundle issued: its report gives the cycles of the
+/// whole program and, through [`regions`], of each region.
+pub fn timing(
+    t: &targets::Target,
+    m: &Machine,
+    compiled: &Compiled,
+) -> Result<targets::sim::Report, targets::sim::SimError> {
+    let cfg = targets::sim::Config {
+        functional: false,
+        record_issue: true,
+        ..targets::sim::Config::default()
+    };
+    t.simulate(m, &compiled.program, &[], &cfg)
+        .map(|o| o.report)
 }
 
 /// Why a run failed before any comparison.
@@ -206,7 +271,10 @@ pub fn run_with(
         .zip(inputs)
         .map(|(d, x)| (d.name.clone(), tensor_bytes(d, x)))
         .collect();
-    let cfg = targets::sim::Config::default();
+    let cfg = targets::sim::Config {
+        record_issue: true,
+        ..targets::sim::Config::default()
+    };
     let mut outcome = t
         .simulate(m, &compiled.program, &bytes, &cfg)
         .map_err(RunError::Sim)?;
@@ -259,13 +327,18 @@ pub fn run_with(
         });
         outputs.push(got);
     }
+    let mut report = outcome.report;
+    let regions = regions(&compiled, m, &report);
+    // Kept for `regions` only: one entry per bundle is large for big programs.
+    report.issue_cycles = Vec::new();
     Ok(RunResult {
         compiled,
-        report: outcome.report,
+        report,
         outputs,
         checks,
         tolerance: tol,
         compute_dtype: dt,
+        regions,
     })
 }
 

@@ -277,6 +277,15 @@ fn priorities(infos: &[Info], edges: &[Edge]) -> Vec<u64> {
 
 /// Packs instructions (in program order) into bundles for machine `m` of target `t`.
 pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle> {
+    schedule_placed(t, m, insts).0
+}
+
+/// [`schedule`], and the bundle each instruction went to.
+pub fn schedule_placed(
+    t: &targets::Target,
+    m: &Machine,
+    insts: &[MInst],
+) -> (Vec<Bundle>, Vec<usize>) {
     let infos = infos(t, m, insts);
     let edges = edges(&infos);
     let prio = priorities(&infos, &edges);
@@ -345,7 +354,12 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
         bundles.push(bundle);
         cycle += 1;
     }
-    drop_needless_padding(m, bundles)
+    let (bundles, kept) = drop_needless_padding(m, bundles);
+    let placed = issue
+        .iter()
+        .map(|c| kept[c.unwrap_or(0) as usize])
+        .collect();
+    (bundles, placed)
 }
 
 /// Empty bundles cost cycles and code. Interlocked hardware stalls by itself,
@@ -353,11 +367,22 @@ pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle
 /// padding before a wait is only safe if the wait is sure to stall as long,
 /// which needs the simulator's transfer times never to undercut the static
 /// latencies (found false by the property test; see issue 6).
-fn drop_needless_padding(m: &Machine, bundles: Vec<Bundle>) -> Vec<Bundle> {
+/// Returns the bundles and, for each cycle of the input, the index its
+/// bundle has in the output.
+fn drop_needless_padding(m: &Machine, bundles: Vec<Bundle>) -> (Vec<Bundle>, Vec<usize>) {
     if m.hazards != Hazards::Interlocked {
-        return bundles;
+        let n = bundles.len();
+        return (bundles, (0..n).collect());
     }
-    bundles.into_iter().filter(|b| !b.ops.is_empty()).collect()
+    let mut index = Vec::with_capacity(bundles.len());
+    let mut out = Vec::new();
+    for b in bundles {
+        index.push(out.len());
+        if !b.ops.is_empty() {
+            out.push(b);
+        }
+    }
+    (out, index)
 }
 
 /// Replays a schedule: every dependency of the program-order instruction list

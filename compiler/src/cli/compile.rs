@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use compiler::ir::{Graph, Tensor};
 use compiler::lower::Compiled;
-use compiler::run::{RunError, RunResult};
+use compiler::run::{RegionRun, RunError, RunResult};
 use isa_specs::Machine;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -65,6 +65,10 @@ pub struct CompileArgs {
     /// Output format of the emitted stages.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// Write a roofline plot (SVG) of the model and its regions, with cycles
+    /// from a timing-only simulation.
+    #[arg(long, value_name = "FILE.svg")]
+    roofline: Option<PathBuf>,
     #[command(flatten)]
     opts: OptArgs,
 }
@@ -89,6 +93,9 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// Write a roofline plot (SVG) of the model and its regions.
+    #[arg(long, value_name = "FILE.svg")]
+    roofline: Option<PathBuf>,
     #[command(flatten)]
     opts: OptArgs,
 }
@@ -166,6 +173,12 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
             .save(out)
             .with_context(|| format!("cannot write {}", out.display()))?;
     }
+    if let Some(path) = &args.roofline {
+        let (cycles, regions) = timed_regions(t, &m, &c)
+            .map_err(|e| anyhow::anyhow!("timing simulation for the roofline plot: {e}"))?;
+        let title = args.model.display().to_string();
+        write_roofline(path, &title, &m, &c, cycles, &regions)?;
+    }
     let mut json = serde_json::Map::new();
     for stage in &args.emit {
         let (key, text, value) = match stage {
@@ -196,8 +209,13 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
                 schedule_json(t, &m, &c),
             ),
             Stage::Report => {
-                let r = report_json(&m, &c, elapsed.as_secs_f64());
-                ("report", report_text(&m, &c, elapsed.as_secs_f64()), r)
+                let regions = timed_regions(t, &m, &c);
+                let r = report_json(&m, &c, elapsed.as_secs_f64(), &regions);
+                (
+                    "report",
+                    report_text(&m, &c, elapsed.as_secs_f64(), &regions),
+                    r,
+                )
             }
         };
         match args.format {
@@ -281,8 +299,33 @@ fn schedule_json(t: &targets::Target, m: &Machine, c: &Compiled) -> serde_json::
         .into()
 }
 
-fn report_json(m: &Machine, c: &Compiled, seconds: f64) -> serde_json::Value {
+/// Per-region cycles from a timing-only simulation, or why there are none.
+fn timed_regions(
+    t: &targets::Target,
+    m: &Machine,
+    c: &Compiled,
+) -> Result<(u64, Vec<RegionRun>), String> {
+    let report = compiler::run::timing(t, m, c).map_err(|e| e.to_string())?;
+    Ok((report.cycles, compiler::run::regions(c, m, &report)))
+}
+
+fn report_json(
+    m: &Machine,
+    c: &Compiled,
+    seconds: f64,
+    timed: &Result<(u64, Vec<RegionRun>), String>,
+) -> serde_json::Value {
+    let roof = c.roofline(m);
+    let (cycles, regions, error) = match timed {
+        Ok((cycles, r)) => (Some(*cycles), serde_json::json!(r), None),
+        Err(e) => (None, serde_json::Value::Null, Some(e.clone())),
+    };
     serde_json::json!({
+        "cycles": cycles,
+        "efficiency": cycles.map(|x| roof.cycles as f64 / x.max(1) as f64),
+        "region_efficiency": regions,
+        "timing_error": error,
+        "notes": c.notes,
         "target": m.name,
         "compile_seconds": seconds,
         "bundles": c.bundles.len(),
@@ -296,7 +339,12 @@ fn report_json(m: &Machine, c: &Compiled, seconds: f64) -> serde_json::Value {
     })
 }
 
-fn report_text(m: &Machine, c: &Compiled, seconds: f64) -> String {
+fn report_text(
+    m: &Machine,
+    c: &Compiled,
+    seconds: f64,
+    timed: &Result<(u64, Vec<RegionRun>), String>,
+) -> String {
     let r = c.roofline(m);
     let mut s = format!(
         "target        {}\ncompile time  {:.1} ms\ncode          {} bundles, {} instructions, {} bytes\nconstants     {} bytes\nMACs          {}\nroofline      {} cycles (compute {}, home memory {})\nregions\n",
@@ -313,6 +361,19 @@ fn report_text(m: &Machine, c: &Compiled, seconds: f64) -> String {
     );
     for (region, n) in &c.regions {
         s.push_str(&format!("  {n:>7} instructions  {region}\n"));
+    }
+    for note in &c.notes {
+        s.push_str(&format!("note          {note}\n"));
+    }
+    match timed {
+        Ok((cycles, regions)) => {
+            s.push_str(&format!(
+                "cycles        {cycles} (timing-only simulation): efficiency {:.1}%\n",
+                100.0 * r.cycles as f64 / (*cycles).max(1) as f64
+            ));
+            s.push_str(&region_table(regions));
+        }
+        Err(e) => s.push_str(&format!("cycles        not simulated: {e}\n")),
     }
     s.push_str("on-chip buffers\n");
     for (mem, peak, cap) in &c.buffers {
@@ -362,7 +423,65 @@ pub fn run_json(m: &Machine, r: &RunResult) -> serde_json::Value {
         "compute_dtype": r.compute_dtype.name(),
         "tolerance": r.tolerance,
         "outputs": r.checks,
+        "regions": r.regions,
+        "notes": r.compiled.notes,
     })
+}
+
+/// Per region: simulated cycles, bound, efficiency (program order).
+fn region_table(regions: &[RegionRun]) -> String {
+    let mut s = format!(
+        "{:<12}{:>9} {:>9} {:>11}  region\n",
+        "per region", "cycles", "bound", "efficiency"
+    );
+    for x in regions {
+        let name: String = if x.region.chars().count() > 90 {
+            x.region
+                .chars()
+                .take(89)
+                .chain(std::iter::once('…'))
+                .collect()
+        } else {
+            x.region.clone()
+        };
+        s.push_str(&format!(
+            "{:<12}{:>9} {:>9} {:>10.1}%  {name}\n",
+            "",
+            x.cycles,
+            x.roofline_cycles,
+            100.0 * x.efficiency
+        ));
+    }
+    s
+}
+
+/// Writes the roofline plot of a compiled model and its regions.
+fn write_roofline(
+    path: &Path,
+    title: &str,
+    m: &Machine,
+    c: &Compiled,
+    cycles: u64,
+    regions: &[RegionRun],
+) -> anyhow::Result<()> {
+    let model = compiler::roofline::Point {
+        label: "whole model".to_owned(),
+        macs: c.macs,
+        home_bytes: c.min_home_bytes,
+        cycles,
+    };
+    let points: Vec<compiler::roofline::Point> = regions
+        .iter()
+        .map(|x| compiler::roofline::Point {
+            label: x.region.clone(),
+            macs: x.macs,
+            home_bytes: x.home_bytes,
+            cycles: x.cycles,
+        })
+        .collect();
+    let svg = compiler::roofline::svg(title, m, &model, &points)
+        .map_err(|e| anyhow::anyhow!("roofline plot: {e}"))?;
+    std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
 }
 
 fn print_run(m: &Machine, r: &RunResult) {
@@ -399,6 +518,10 @@ fn print_run(m: &Machine, r: &RunResult) {
             x.name, x.bytes_read, x.bytes_written
         );
     }
+    for note in &r.compiled.notes {
+        println!("note        {note}");
+    }
+    print!("{}", region_table(&r.regions));
     println!(
         "precision   computes in {}; tolerance |err| <= {} + {} * max|reference|",
         r.compute_dtype.name(),
@@ -430,6 +553,7 @@ fn finish_run(
     result: Result<RunResult, RunError>,
     format: Format,
     what: &str,
+    roofline: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
     let r = match result {
         Ok(r) => r,
@@ -438,6 +562,9 @@ fn finish_run(
             return Ok(ExitCode::from(EXIT_ERRORS));
         }
     };
+    if let Some(path) = roofline {
+        write_roofline(path, what, m, &r.compiled, r.report.cycles, &r.regions)?;
+    }
     match format {
         Format::Human => print_run(m, &r),
         Format::Json => println!("{}", serde_json::to_string_pretty(&run_json(m, &r))?),
@@ -458,7 +585,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     };
     let result =
         compiler::run::run_with(t, &m, &g, &inputs, expected.as_deref(), args.opts.options());
-    finish_run(&m, result, args.format, &args.model.display().to_string())
+    finish_run(
+        &m,
+        result,
+        args.format,
+        &args.model.display().to_string(),
+        args.roofline.as_deref(),
+    )
 }
 
 /// The demo model (bundled in the binary) and its onnxruntime test data.
@@ -507,5 +640,5 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         }
         println!();
     }
-    finish_run(&m, result, Format::Human, "demo")
+    finish_run(&m, result, Format::Human, "demo", None)
 }

@@ -100,6 +100,10 @@ pub struct Compiled {
     pub macs: u64,
     /// Bytes of each tensor that must cross the home memory at least once.
     pub min_home_bytes: u64,
+    /// Per region (beside `regions`): its work, traffic and bundles.
+    pub region_stats: Vec<RegionStats>,
+    /// What the compiler chose not to do, and why (an attention not kept on chip).
+    pub notes: Vec<String>,
 }
 
 /// The roofline bound of a compiled model: neither the compute units nor the
@@ -117,23 +121,21 @@ pub struct Roofline {
 impl Compiled {
     /// The roofline bound on machine `m`.
     pub fn roofline(&self, m: &Machine) -> Roofline {
-        let peak: i64 = m
-            .units
-            .iter()
-            .map(|u| u.macs_per_cycle.value * u.count.value.max(1))
-            .sum();
-        let home = m
-            .memories
-            .iter()
-            .filter(|x| x.kind.off_chip())
-            .max_by_key(|x| x.size.value);
-        let bw = home.map_or(1, |x| x.bandwidth.value.max(1)) as u64;
+        Roofline::of(m, self.macs, self.min_home_bytes)
+    }
+}
+
+impl Roofline {
+    /// The bound of `macs` multiply-accumulates and `home_bytes` across the
+    /// home memory on machine `m`.
+    pub fn of(m: &Machine, macs: u64, home_bytes: u64) -> Roofline {
+        let (peak, bw) = crate::roofline::roof(m);
         let compute_cycles = if peak > 0 {
-            self.macs.div_ceil(peak as u64)
+            macs.div_ceil(peak as u64)
         } else {
             0
         };
-        let memory_cycles = self.min_home_bytes.div_ceil(bw);
+        let memory_cycles = home_bytes.div_ceil(bw);
         Roofline {
             compute_cycles,
             memory_cycles,
@@ -243,8 +245,43 @@ struct Lowerer<'a> {
     relayouts: std::collections::HashSet<ValueId>,
     /// The attentions recognised, and whether each is kept on chip.
     attentions: Vec<(fuse::Attention, bool)>,
-    /// The node that started each region.
-    region_roots: Vec<usize>,
+    /// The nodes of each region and its instructions `[start, end)`.
+    region_parts: Vec<(Vec<usize>, (usize, usize))>,
+    /// The parts (indices into `region_parts`) of each region after merging.
+    region_groups: Vec<Vec<usize>>,
+}
+
+/// What one fused region does: the work and the traffic its roofline bound
+/// counts, and where its code went.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct RegionStats {
+    /// Multiply-accumulates.
+    pub macs: u64,
+    /// Bytes it must move across the home memory at least: its inputs that
+    /// live at home (constants included), read once, and its results that
+    /// live at home, written once.
+    pub home_bytes: u64,
+    /// Its code as ranges of bundles `[first, end)`, in program order (a
+    /// region merged from parts has several); each range runs to the first
+    /// bundle of the next region, so together they cover the program.
+    pub bundles: Vec<(usize, usize)>,
+}
+
+impl RegionStats {
+    /// The roofline bound of the region alone on machine `m` (see [`Roofline`]).
+    pub fn roofline(&self, m: &Machine) -> Roofline {
+        Roofline::of(m, self.macs, self.home_bytes)
+    }
+
+    /// The cycles its bundles took, given the cycle each bundle issued at
+    /// and the program's total (the end of the last range).
+    pub fn cycles(&self, issue: &[u64], total: u64) -> u64 {
+        let at = |b: usize| issue.get(b).copied().unwrap_or(total);
+        self.bundles
+            .iter()
+            .map(|&(a, b)| at(b).saturating_sub(at(a)))
+            .sum()
+    }
 }
 
 /// Optimisations that can be switched off (all on by default).
@@ -285,8 +322,7 @@ pub fn compile_with(
                 fuse_attention: false,
             };
             let mut c = compile_once(t, m, g, plain)?;
-            c.regions
-                .push((format!("(attention not kept on chip: {e})"), 0));
+            c.notes.push(format!("attention not kept on chip: {e}"));
             Ok(c)
         }
         r => r,
@@ -346,7 +382,8 @@ fn compile_once(
         contractions: Vec::new(),
         relayouts: Default::default(),
         attentions: Vec::new(),
-        region_roots: Vec::new(),
+        region_parts: Vec::new(),
+        region_groups: Vec::new(),
     };
     if opts.fuse_attention {
         l.attentions = fuse::attention(g).into_iter().map(|a| (a, true)).collect();
@@ -563,9 +600,15 @@ impl Lowerer<'_> {
 
     /// Records a region started by node `ni`; values it wrote on chip are
     /// complete before the next region reads them.
-    fn push_region(&mut self, ni: usize, region: (String, usize)) -> Result<(), LowerError> {
+    fn push_region(
+        &mut self,
+        members: &[usize],
+        region: (String, usize),
+    ) -> Result<(), LowerError> {
+        let end = self.e.code.len();
+        self.region_parts
+            .push((members.to_vec(), (end - region.1, end)));
         self.regions.push(region);
-        self.region_roots.push(ni);
         let shared: Vec<usize> = (0..self.e.bufs.len())
             .filter(|&b| self.e.bufs[b].shared && self.e.bufs[b].used())
             .collect();
@@ -579,40 +622,118 @@ impl Lowerer<'_> {
     fn merge_attention_regions(&mut self) {
         let g = self.g;
         let mut merged: Vec<(String, usize)> = Vec::new();
+        let mut groups: Vec<Vec<usize>> = Vec::new();
         let mut at: HashMap<usize, usize> = HashMap::new();
         for (k, (name, n)) in std::mem::take(&mut self.regions).into_iter().enumerate() {
-            let root = self.region_roots.get(k).copied();
+            let root = self
+                .region_parts
+                .get(k)
+                .and_then(|(ms, _)| ms.first().copied());
             let which = root.and_then(|r| {
                 self.attentions
                     .iter()
                     .position(|(a, _)| a.nodes.contains(&r))
             });
-            match which {
-                Some(w) => match at.get(&w) {
-                    Some(&i) => {
-                        merged[i].0.push_str(&format!(" | {name}"));
-                        merged[i].1 += n;
-                    }
-                    None => {
-                        let (a, keep) = &self.attentions[w];
-                        let head = format!(
-                            "Attention({} .. {}, {}): {name}",
-                            g.nodes[a.scores].name,
-                            g.nodes[a.context].name,
-                            if *keep {
-                                "intermediates on chip"
-                            } else {
-                                "intermediates at home: they do not fit on chip"
-                            }
-                        );
-                        at.insert(w, merged.len());
-                        merged.push((head, n));
-                    }
-                },
-                None => merged.push((name, n)),
+            match which.map(|w| (w, at.get(&w).copied())) {
+                Some((_, Some(i))) => {
+                    merged[i].0.push_str(&format!(" | {name}"));
+                    merged[i].1 += n;
+                    groups[i].push(k);
+                }
+                Some((w, None)) => {
+                    let (a, keep) = &self.attentions[w];
+                    let head = format!(
+                        "Attention({} .. {}, {}): {name}",
+                        g.nodes[a.scores].name,
+                        g.nodes[a.context].name,
+                        if *keep {
+                            "intermediates on chip"
+                        } else {
+                            "intermediates at home: they do not fit on chip"
+                        }
+                    );
+                    at.insert(w, merged.len());
+                    merged.push((head, n));
+                    groups.push(vec![k]);
+                }
+                None => {
+                    merged.push((name, n));
+                    groups.push(vec![k]);
+                }
             }
         }
         self.regions = merged;
+        self.region_groups = groups;
+    }
+
+    /// Per region: its work, its least home traffic, and its bundles, given
+    /// the bundle each instruction went to.
+    fn region_stats(&self, placed: &[usize], n_bundles: usize) -> Vec<RegionStats> {
+        let g = self.g;
+        // First bundle of each part; a part runs to the next part's first bundle.
+        let starts: Vec<Option<usize>> = self
+            .region_parts
+            .iter()
+            .map(|(_, (a, b))| placed.get(*a..*b).and_then(|p| p.iter().min().copied()))
+            .collect();
+        let mut sorted: Vec<usize> = starts.iter().flatten().copied().collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let end_of = |s: usize| {
+            sorted
+                .iter()
+                .find(|&&x| x > s)
+                .copied()
+                .unwrap_or(n_bundles)
+        };
+        let bytes = |v: ValueId| -> u64 {
+            if let Some(t) = g.constants.get(&v) {
+                return t.ty.numel() as u64 * self.act.bytes();
+            }
+            match self.homes.get(&v) {
+                Some(h) if matches!(h.base, Base::Fixed(_)) => {
+                    g.ty(v).numel() as u64 * h.dtype.bytes()
+                }
+                _ => 0,
+            }
+        };
+        self.region_groups
+            .iter()
+            .map(|parts| {
+                let members: std::collections::HashSet<usize> = parts
+                    .iter()
+                    .flat_map(|&k| self.region_parts[k].0.iter().copied())
+                    .collect();
+                let made: std::collections::HashSet<ValueId> = members
+                    .iter()
+                    .flat_map(|&k| g.nodes[k].outputs.iter().copied())
+                    .collect();
+                let mut inputs: Vec<ValueId> = members
+                    .iter()
+                    .flat_map(|&k| g.nodes[k].inputs.iter().copied())
+                    .filter(|v| !made.contains(v))
+                    .collect();
+                inputs.sort_unstable_by_key(|v| v.index());
+                inputs.dedup();
+                let used_outside = |v: &ValueId| {
+                    g.outputs.contains(v)
+                        || g.nodes
+                            .iter()
+                            .enumerate()
+                            .any(|(k, n)| !members.contains(&k) && n.inputs.contains(v))
+                };
+                let outputs: Vec<ValueId> = made.iter().copied().filter(used_outside).collect();
+                let macs = members.iter().map(|&k| node_macs(g, &g.nodes[k])).sum();
+                RegionStats {
+                    macs,
+                    home_bytes: inputs.into_iter().chain(outputs).map(bytes).sum(),
+                    bundles: parts
+                        .iter()
+                        .filter_map(|&k| starts[k].map(|s| (s, end_of(s))))
+                        .collect(),
+                }
+            })
+            .collect()
     }
 
     /// `e`, naming node `n` unless it names one already.
@@ -686,7 +807,7 @@ impl Lowerer<'_> {
                         let before = self.e.code.len();
                         self.relayout(n).map_err(|e| Self::at_node(n, e))?;
                         self.push_region(
-                            ni,
+                            &[ni],
                             (format!("Relayout({})", n.name), self.e.code.len() - before),
                         )?;
                     }
@@ -713,7 +834,7 @@ impl Lowerer<'_> {
                     self.slice(n, starts, steps)
                         .map_err(|e| Self::at_node(n, e))?;
                     self.push_region(
-                        ni,
+                        &[ni],
                         (format!("Slice({})", n.name), self.e.code.len() - before),
                     )?;
                     continue;
@@ -723,7 +844,7 @@ impl Lowerer<'_> {
                     self.im2col(n, window, *fill)
                         .map_err(|e| Self::at_node(n, e))?;
                     self.push_region(
-                        ni,
+                        &[ni],
                         (format!("Im2Col({})", n.name), self.e.code.len() - before),
                     )?;
                     continue;
@@ -732,7 +853,7 @@ impl Lowerer<'_> {
                     let before = self.e.code.len();
                     self.concat(n, *axis).map_err(|e| Self::at_node(n, e))?;
                     self.push_region(
-                        ni,
+                        &[ni],
                         (format!("Concat({})", n.name), self.e.code.len() - before),
                     )?;
                     continue;
@@ -742,7 +863,7 @@ impl Lowerer<'_> {
                     self.reduce(n, *kind, axes)
                         .map_err(|e| Self::at_node(n, e))?;
                     self.push_region(
-                        ni,
+                        &[ni],
                         (
                             format!("{}({})", n.op.name(), n.name),
                             self.e.code.len() - before,
@@ -754,7 +875,7 @@ impl Lowerer<'_> {
                     let before = self.e.code.len();
                     self.transpose(n, perm).map_err(|e| Self::at_node(n, e))?;
                     self.push_region(
-                        ni,
+                        &[ni],
                         (format!("Transpose({})", n.name), self.e.code.len() - before),
                     )?;
                     continue;
@@ -807,7 +928,7 @@ impl Lowerer<'_> {
                 .iter()
                 .map(|&k| format!("{}({})", g.nodes[k].op.name(), g.nodes[k].name))
                 .collect();
-            self.push_region(ni, (names.join(" -> "), self.e.code.len() - before))?;
+            self.push_region(&members, (names.join(" -> "), self.e.code.len() - before))?;
         }
         Ok(())
     }
@@ -1279,7 +1400,7 @@ impl Lowerer<'_> {
             isa_specs::target::check_constraints(m, mi)
                 .map_err(|e| err(format!("after placement: {e}")))?;
         }
-        let bundles = sched::schedule(t, m, &insts);
+        let (bundles, placed) = sched::schedule_placed(t, m, &insts);
         sched::check(t, m, &insts, &bundles)
             .map_err(|e| err(format!("schedule is invalid: {}", e.join("; "))))?;
         let mut program = Program::new(m);
@@ -1311,17 +1432,8 @@ impl Lowerer<'_> {
                 .ok_or_else(|| err("a graph output has no place at home"))?;
             program.outputs.push(desc(*v, h)?);
         }
-        let macs = self
-            .g
-            .nodes
-            .iter()
-            .filter(|n| matches!(n.op, Op::MatMul))
-            .map(|n| {
-                let o = &self.g.ty(n.outputs[0]).shape;
-                let k = *self.g.ty(n.inputs[0]).shape.last().unwrap_or(&1);
-                o.iter().product::<usize>() as u64 * k as u64
-            })
-            .sum();
+        let macs = self.g.nodes.iter().map(|n| node_macs(self.g, n)).sum();
+        let region_stats = self.region_stats(&placed, bundles.len());
         let min_home_bytes = self
             .g
             .inputs
@@ -1344,8 +1456,20 @@ impl Lowerer<'_> {
             buffers,
             macs,
             min_home_bytes,
+            region_stats,
+            notes: Vec::new(),
         })
     }
+}
+
+/// Multiply-accumulates of one node (matrix products only).
+fn node_macs(g: &Graph, n: &crate::ir::Node) -> u64 {
+    if !matches!(n.op, Op::MatMul) {
+        return 0;
+    }
+    let o = &g.ty(n.outputs[0]).shape;
+    let k = *g.ty(n.inputs[0]).shape.last().unwrap_or(&1);
+    o.iter().product::<usize>() as u64 * k as u64
 }
 
 /// One instruction with virtual registers, as text: `vadd %v.3, %v.1, %v.2`.

@@ -51,6 +51,8 @@ pub struct Config {
     pub trace: bool,
     /// Give up after this many cycles.
     pub max_cycles: u64,
+    /// Record the cycle each bundle issues at ([`Report::issue_cycles`]).
+    pub record_issue: bool,
 }
 
 impl Default for Config {
@@ -59,6 +61,7 @@ impl Default for Config {
             functional: true,
             trace: false,
             max_cycles: 1 << 40,
+            record_issue: false,
         }
     }
 }
@@ -111,6 +114,10 @@ pub struct Report {
     pub static_energy_pj: f64,
     /// Total energy, pJ.
     pub energy_pj: f64,
+    /// The cycle each bundle issued at, in program order, when asked for
+    /// ([`Config::record_issue`]); bundles after a halt are absent.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub issue_cycles: Vec<u64>,
 }
 
 /// One unit's statistics.
@@ -335,6 +342,7 @@ pub fn run<T: SimIsa>(
     };
     let mut trace = cfg.trace.then(Trace::default);
     let (mut issued_bundles, mut issued) = (0u64, 0u64);
+    let mut issue_cycles = Vec::new();
     let mut fx: Vec<Effects> = Vec::new();
     for (pc, bundle) in bundles.iter().enumerate() {
         fx.resize_with(bundle.len(), Effects::default);
@@ -347,6 +355,9 @@ pub fn run<T: SimIsa>(
             return Err(e.err(Fault::CycleLimit(cfg.max_cycles), pc));
         }
         e.settle(&mut st, e.now).map_err(|f| e.err(f, pc))?;
+        if cfg.record_issue {
+            issue_cycles.push(e.now);
+        }
         let mut halt = false;
         for (inst, f) in bundle.iter().zip(&fx) {
             for (bank, idx) in &f.waits {
@@ -422,6 +433,7 @@ pub fn run<T: SimIsa>(
         access_energy_pj: e.access_energy,
         static_energy_pj,
         energy_pj: e.energy + e.access_energy + static_energy_pj,
+        issue_cycles,
     };
     Ok(Outcome {
         report,

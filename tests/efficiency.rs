@@ -1,0 +1,86 @@
+//! Efficiency reporting: every region's roofline bound beside the cycles its
+//! code took (`compiler::run::regions`), checked against the whole program.
+
+use compiler::ir::Graph;
+
+fn example(name: &str) -> Graph {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    let mut g = compiler::onnx::import_file(dir.join("model.onnx")).expect("import");
+    compiler::interp::fold_constants(&mut g);
+    g
+}
+
+#[test]
+fn regions_account_for_the_whole_program() {
+    for name in ["mlp_medium", "gpt2_block_small", "cnn_small"] {
+        let g = example(name);
+        for t in targets::all() {
+            let m = t.machine();
+            let Ok(c) = compiler::lower::compile(t, m, &g) else {
+                continue; // systolic-os has no exp: refused, tested elsewhere
+            };
+            let report = compiler::run::timing(t, m, &c).expect("simulates");
+            let regions = compiler::run::regions(&c, m, &report);
+            assert_eq!(regions.len(), c.regions.len());
+            // The work is all there.
+            assert_eq!(
+                regions.iter().map(|r| r.macs).sum::<u64>(),
+                c.macs,
+                "{name} on {}",
+                t.name()
+            );
+            // The regions' spans tile the program from the first region's first bundle on.
+            let first = c
+                .region_stats
+                .iter()
+                .flat_map(|s| s.bundles.iter().map(|b| b.0))
+                .min()
+                .unwrap_or(0);
+            let spanned: u64 = regions.iter().map(|r| r.cycles).sum();
+            assert_eq!(
+                spanned,
+                report.cycles - report.issue_cycles[first],
+                "{name} on {}",
+                t.name()
+            );
+            // A region's own traffic is at least what the model must move of it, and
+            // together they move at least the model's compulsory bytes.
+            assert!(regions.iter().map(|r| r.home_bytes).sum::<u64>() >= c.min_home_bytes);
+            for r in &regions {
+                assert_eq!(
+                    r.roofline_cycles,
+                    compiler::lower::Roofline::of(m, r.macs, r.home_bytes).cycles
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_whole_model_bound_never_exceeds_its_cycles() {
+    // The bound is a bound: no program beats it (checked on every example and target).
+    for dir in tests::examples() {
+        let name = dir
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let g = example(&name);
+        for t in targets::all() {
+            let m = t.machine();
+            let Ok(c) = compiler::lower::compile(t, m, &g) else {
+                continue;
+            };
+            let report = compiler::run::timing(t, m, &c).expect("simulates");
+            let bound = c.roofline(m).cycles;
+            assert!(
+                bound <= report.cycles,
+                "{name} on {}: bound {bound} > {} cycles",
+                t.name(),
+                report.cycles
+            );
+        }
+    }
+}
