@@ -7,9 +7,12 @@ use compiler::ir::{ElemType, Graph, Op, ReduceKind, Tensor, TensorType, Unary, V
 use compiler::lower::Options;
 use std::path::Path;
 
-const OFF: Options = Options {
-    fuse_attention: false,
-};
+fn off() -> Options {
+    Options {
+        fuse_attention: false,
+        ..Options::default()
+    }
+}
 
 fn gpt2() -> (Graph, Vec<Tensor>) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gpt2_block_small");
@@ -33,7 +36,7 @@ fn gpt2_attention_is_one_region_and_agrees_with_the_unfused_code() {
     for name in ["vliw-systolic", "simd-dsp", "pim-dram"] {
         let t = targets::by_name(name).expect("target");
         let on = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("fused");
-        let off = compiler::run::run_with(t, t.machine(), &g, &inputs, None, OFF).expect("plain");
+        let off = compiler::run::run_with(t, t.machine(), &g, &inputs, None, off()).expect("plain");
         assert!(on.checks.iter().all(|c| c.ok), "{name}: {:?}", on.checks);
         assert!(off.checks.iter().all(|c| c.ok), "{name}: {:?}", off.checks);
         assert!(

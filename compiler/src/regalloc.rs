@@ -159,6 +159,8 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
             }
         }
     }
+    // Per file and register: after which instruction it was last freed.
+    let mut freed: Vec<Vec<usize>> = holds.iter().map(|h| vec![0; h.len()]).collect();
     let mut assigned: std::collections::HashMap<(RegFileId, u32), u32> =
         std::collections::HashMap::new();
     let mut out = Vec::with_capacity(code.len());
@@ -196,7 +198,12 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
                         let file = &mut holds[f.index()];
                         let p = if let Some(d) = donor {
                             donors.remove(d).2 as usize
-                        } else if let Some(p) = file.iter().position(Option::is_none) {
+                        } else if let Some(p) = (0..file.len())
+                            .filter(|&p| file[p].is_none())
+                            .min_by_key(|&p| freed[f.index()][p])
+                        {
+                            // The register free the longest: the fewest false
+                            // (write-after-read) dependences for the scheduler.
                             p
                         } else {
                             let live = file.iter().filter(|x| x.is_some()).count() + 1;
@@ -226,6 +233,7 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
                 && holds[f.index()][*p as usize] == Some(*v)
             {
                 holds[f.index()][*p as usize] = None;
+                freed[f.index()][*p as usize] = i + 1;
             }
         }
         out.push(MInst {

@@ -35,6 +35,22 @@ pub struct OptArgs {
     /// home memory between the steps).
     #[arg(long)]
     no_fuse_attention: bool,
+    /// Load a matrix product's A operand again for every output tile instead
+    /// of reusing the run staged (and converted) on chip for the tile before.
+    #[arg(long)]
+    no_operand_reuse: bool,
+    /// Bring a product's operand on chip one reduction step at a time where
+    /// the instruction reads it from memory, instead of a whole run at once.
+    #[arg(long)]
+    no_stage_runs: bool,
+    /// Finish each output tile (epilogue and store) before computing the next,
+    /// instead of computing the next tiles' products first.
+    #[arg(long)]
+    no_pipeline_tiles: bool,
+    /// Let on-chip buffers share bytes as soon as their lifetimes end, even
+    /// where the memory has room to keep neighbours apart.
+    #[arg(long)]
+    no_spread_buffers: bool,
 }
 
 impl OptArgs {
@@ -42,6 +58,10 @@ impl OptArgs {
     pub fn options(self) -> compiler::lower::Options {
         compiler::lower::Options {
             fuse_attention: !self.no_fuse_attention,
+            operand_reuse: !self.no_operand_reuse,
+            stage_runs: !self.no_stage_runs,
+            pipeline_tiles: !self.no_pipeline_tiles,
+            spread_buffers: !self.no_spread_buffers,
         }
     }
 }

@@ -698,21 +698,59 @@ impl<'a> Emitter<'a> {
                                 ops.push(op);
                             }
                         }
+                        // Else blocks of as many rows as one transfer takes
+                        // (the largest power of two that checks), else row by row.
+                        let mut block = if whole {
+                            1i64 << (63 - (rows / 2).max(1).leading_zeros())
+                        } else {
+                            1
+                        };
+                        while ops.is_empty() && block > 1 {
+                            let probe = self.copy_op(
+                                &c,
+                                &Val::Mem(src.view(0, 0, block, cols)),
+                                vec![block, cols],
+                                Self::mem_tensor(&out.view(0, 0, block, cols), vec![block, cols]),
+                            );
+                            if self.check(&probe.0, c.inst).is_ok() {
+                                break;
+                            }
+                            block /= 2;
+                        }
                         if ops.is_empty() {
-                            for r in 0..rows {
-                                let s = Val::Mem(src.view(r, 0, 1, cols));
-                                let d = out.view(r, 0, 1, cols);
+                            let mut r = 0;
+                            while r < rows {
+                                let h = block.min(rows - r);
+                                let s = Val::Mem(src.view(r, 0, h, cols));
+                                let d = out.view(r, 0, h, cols);
                                 let shape = if c.rank == 2 {
-                                    vec![1, cols]
+                                    vec![h, cols]
                                 } else {
                                     vec![cols]
                                 };
-                                ops.push(self.copy_op(
+                                let op = self.copy_op(
                                     &c,
                                     &s,
                                     shape.clone(),
                                     Self::mem_tensor(&d, shape),
-                                ));
+                                );
+                                if h > 1 && self.check(&op.0, c.inst).is_err() {
+                                    // The last, shorter block: row by row.
+                                    for q in r..rows {
+                                        let s = Val::Mem(src.view(q, 0, 1, cols));
+                                        let d = out.view(q, 0, 1, cols);
+                                        let shape = vec![1, cols];
+                                        ops.push(self.copy_op(
+                                            &c,
+                                            &s,
+                                            shape.clone(),
+                                            Self::mem_tensor(&d, shape),
+                                        ));
+                                    }
+                                    break;
+                                }
+                                ops.push(op);
+                                r += h;
                             }
                         }
                     }

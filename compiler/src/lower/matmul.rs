@@ -475,7 +475,14 @@ impl Lowerer<'_> {
             let shape = Contraction::shape(&form.t_dims, (mr, nr, p.tk));
             self.zero(&t_val, &shape, locs[0])?;
         }
-        let mut staged: [Option<Staged>; 2] = [None, None];
+        // A run of A staged for an earlier tile of the same rows serves this one too.
+        let mut staged: [Option<Staged>; 2] = [
+            self.kept_a
+                .take()
+                .filter(|(at, _)| *at == (b, r, h))
+                .map(|(_, s)| s),
+            None,
+        ];
         let mut kk = 0;
         let mut first = true;
         // Reduction steps of the chosen size; a step whose operands cannot be
@@ -523,6 +530,11 @@ impl Lowerer<'_> {
                 }
                 Err(e) => return Err(first_err.unwrap_or(e)),
             }
+        }
+        if self.opts.operand_reuse
+            && let [Some(a), _] = staged
+        {
+            self.kept_a = Some(((b, r, h), a));
         }
         Ok(t_val)
     }
@@ -856,6 +868,9 @@ impl Lowerer<'_> {
                     .find(|l| matches!(l.place, Place::Mem(_)))
             }),
             Place::Mem(_) if strided => Some(loc),
+            // One transfer of the whole run instead of one per step (and
+            // one wait): the instruction reads its slices in place.
+            Place::Mem(_) if self.opts.stage_runs => Some(loc),
             Place::Mem(_) => None,
         }
         .filter(|l| *l != whole.loc());

@@ -249,6 +249,11 @@ struct Lowerer<'a> {
     region_parts: Vec<(Vec<usize>, (usize, usize))>,
     /// The parts (indices into `region_parts`) of each region after merging.
     region_groups: Vec<Vec<usize>>,
+    /// The optimisations asked for.
+    opts: Options,
+    /// The run of a product's `A` staged for the last tile, by `(batch, row, rows)`:
+    /// the next tile of the same rows reads it again instead of loading it.
+    kept_a: Option<((usize, i64, i64), matmul::Staged)>,
 }
 
 /// What one fused region does: the work and the traffic its roofline bound
@@ -284,17 +289,40 @@ impl RegionStats {
     }
 }
 
+/// Instructions of slack around each buffer's lifetime when buffers are spread
+/// ([`Options::spread_buffers`]).
+const SPREAD: usize = 64;
+
 /// Optimisations that can be switched off (all on by default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Options {
     /// Attention as one region with its intermediates kept on chip ([`fuse`]).
     pub fuse_attention: bool,
+    /// A matrix product's `A` operand, staged on chip (and converted) for one
+    /// output tile, is read again by the next tiles of the same rows instead
+    /// of being loaded from home each time.
+    pub operand_reuse: bool,
+    /// A run of the reduction of a product's operand is brought on chip in
+    /// one transfer (and one wait) even where the instruction reads it
+    /// straight from memory, rather than one transfer per reduction step.
+    pub stage_runs: bool,
+    /// Products of the next output tiles are computed before the epilogue of
+    /// a tile (software pipelining of the tile loop, as deep as the
+    /// contraction's unit has copies), so they overlap.
+    pub pipeline_tiles: bool,
+    /// On-chip buffers whose lifetimes are close do not share bytes when the
+    /// memory has room, so their transfers and uses can overlap.
+    pub spread_buffers: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             fuse_attention: true,
+            operand_reuse: true,
+            stage_runs: true,
+            pipeline_tiles: true,
+            spread_buffers: true,
         }
     }
 }
@@ -320,6 +348,7 @@ pub fn compile_with(
         Err(e) if opts.fuse_attention && !fuse::attention(&canon_for(t, m, g)?).is_empty() => {
             let plain = Options {
                 fuse_attention: false,
+                ..opts
             };
             let mut c = compile_once(t, m, g, plain)?;
             c.notes.push(format!("attention not kept on chip: {e}"));
@@ -384,6 +413,8 @@ fn compile_once(
         attentions: Vec::new(),
         region_parts: Vec::new(),
         region_groups: Vec::new(),
+        opts,
+        kept_a: None,
     };
     if opts.fuse_attention {
         l.attentions = fuse::attention(g).into_iter().map(|a| (a, true)).collect();
@@ -671,10 +702,18 @@ impl Lowerer<'_> {
     fn region_stats(&self, placed: &[usize], n_bundles: usize) -> Vec<RegionStats> {
         let g = self.g;
         // First bundle of each part; a part runs to the next part's first bundle.
+        // Parts whose first bundles coincide (the scheduler mixed them): the
+        // first in program order takes the span.
+        let mut taken = std::collections::HashSet::new();
         let starts: Vec<Option<usize>> = self
             .region_parts
             .iter()
-            .map(|(_, (a, b))| placed.get(*a..*b).and_then(|p| p.iter().min().copied()))
+            .map(|(_, (a, b))| {
+                placed
+                    .get(*a..*b)
+                    .and_then(|p| p.iter().min().copied())
+                    .filter(|s| taken.insert(*s))
+            })
             .collect();
         let mut sorted: Vec<usize> = starts.iter().flatten().copied().collect();
         sorted.sort_unstable();
@@ -1099,6 +1138,7 @@ impl Lowerer<'_> {
         out_home: &Home,
     ) -> Result<(), LowerError> {
         let (rows, cols) = (out_home.rows, out_home.cols);
+        self.kept_a = None;
         // Tile sizes: the contraction's, or a budget of the smallest on-chip memory.
         let (th, tw) = match &mm {
             Some(p) => (p.tm, p.tn),
@@ -1118,6 +1158,15 @@ impl Lowerer<'_> {
             None => rows,
         };
         let batches = rows / batch_rows.max(1);
+        // Products of later tiles are emitted before the epilogues of earlier
+        // ones (software pipelining of the tile loop): the epilogue's
+        // transfers are barriers to the scheduler, so this is what lets
+        // independent products overlap on the unit's copies.
+        let lag = match &mm {
+            Some(p) if p.decomposed.is_none() && self.opts.pipeline_tiles => self.tile_lag(p),
+            _ => 0,
+        };
+        let mut pending: std::collections::VecDeque<(Val, i64, i64, i64, i64)> = Default::default();
         for b in 0..batches {
             let mut r = 0;
             while r < batch_rows {
@@ -1134,31 +1183,68 @@ impl Lowerer<'_> {
                         (None, Some(v)) => self.operand_tile(v, out, row0, c, h, w)?,
                         (None, None) => return Err(err("region without input")),
                     };
-                    let mut chain = Vec::new();
-                    for (ew, other, swapped) in plan {
-                        let other = match other {
-                            Some(o) => Some(self.operand(o, out, row0, c, h, w)?),
-                            None => None,
-                        };
-                        chain.push(Step {
-                            ew: *ew,
-                            other,
-                            swapped: *swapped,
-                            third: None,
-                        });
+                    pending.push_back((input, row0, c, h, w));
+                    while pending.len() > lag {
+                        if let Some(t) = pending.pop_front() {
+                            self.tile_epilogue(plan, out, out_home, t)?;
+                        }
                     }
-                    let v = ops::chain(&mut self.e, input, &chain).map_err(err)?;
-                    let dst = out_home.tile(row0, c, h, w);
-                    let to = Loc {
-                        place: Place::Mem(out_home.mem),
-                        dtype: out_home.dtype,
-                    };
-                    self.e.to_loc(v, to, Some(&dst), Pad::Dense).map_err(err)?;
                     c += w;
                 }
                 r += h;
             }
         }
+        while let Some(t) = pending.pop_front() {
+            self.tile_epilogue(plan, out, out_home, t)?;
+        }
+        Ok(())
+    }
+
+    /// How many tiles' products may wait for their epilogues: one per extra
+    /// copy of the contraction's unit, as long as its result registers last.
+    fn tile_lag(&self, p: &matmul::MatMulPlan) -> usize {
+        let Some(form) = p.set.as_ref().or(p.acc.as_ref()) else {
+            return 0;
+        };
+        let m = self.e.m;
+        let unit = &m.units[m.instructions[form.inst.index()].timing.unit.index()];
+        let copies = unit.count.value.max(1) as usize;
+        let regs = match form.locs(&self.e).map(|l| l[0].place) {
+            Some(Place::Reg(file)) => m.regfiles[file.index()].count.value.max(1) as usize,
+            _ => copies,
+        };
+        // Half the result registers: the epilogue needs some of its own.
+        (copies - 1).min(regs / 2)
+    }
+
+    /// The element-wise steps of a region on one computed tile, and the store.
+    fn tile_epilogue(
+        &mut self,
+        plan: &[(Ew, Option<Operand>, bool)],
+        out: ValueId,
+        out_home: &Home,
+        (input, row0, c, h, w): (Val, i64, i64, i64, i64),
+    ) -> Result<(), LowerError> {
+        let mut chain = Vec::new();
+        for (ew, other, swapped) in plan {
+            let other = match other {
+                Some(o) => Some(self.operand(o, out, row0, c, h, w)?),
+                None => None,
+            };
+            chain.push(Step {
+                ew: *ew,
+                other,
+                swapped: *swapped,
+                third: None,
+            });
+        }
+        let v = ops::chain(&mut self.e, input, &chain).map_err(err)?;
+        let dst = out_home.tile(row0, c, h, w);
+        let to = Loc {
+            place: Place::Mem(out_home.mem),
+            dtype: out_home.dtype,
+        };
+        self.e.to_loc(v, to, Some(&dst), Pad::Dense).map_err(err)?;
         Ok(())
     }
 
@@ -1370,8 +1456,22 @@ impl Lowerer<'_> {
                 })
                 .collect();
             let cap = mem.size.value as u64;
-            let plan =
-                memplan::plan(&bs, cap).map_err(|e| err(format!("memory `{}`: {e}", mem.name)))?;
+            // Where there is room, buffers close in program order do not
+            // share bytes either: a transfer into the next one need not wait
+            // for the last one's readers (the scheduler sees no false
+            // dependence), so it can overlap them.
+            let spread: Vec<memplan::Buffer> = bs
+                .iter()
+                .map(|b| memplan::Buffer {
+                    live: (b.live.0.saturating_sub(SPREAD), b.live.1 + SPREAD),
+                    ..b.clone()
+                })
+                .collect();
+            let plan = match memplan::plan(&spread, cap) {
+                Ok(p) if self.opts.spread_buffers => p,
+                _ => memplan::plan(&bs, cap)
+                    .map_err(|e| err(format!("memory `{}`: {e}", mem.name)))?,
+            };
             memplan::check(&bs, &plan, cap).map_err(|e| {
                 err(format!(
                     "memory plan of `{}` is invalid: {}",
