@@ -7,9 +7,15 @@
 //! - read after write: the reader issues no earlier than the writer's latency;
 //! - write after write: the later write lands after the earlier one;
 //! - write after read: the writer issues after the reader;
-//! - nothing moves above a wait, a fence, a halt, a signal or an
-//!   asynchronous transfer; fences, halts and signals of synchronous units
-//!   stay after everything before them (a wait may move up: it only delays);
+//! - nothing moves above a wait, a fence, a halt or a signal of a
+//!   synchronous unit; fences, halts and signals of synchronous units stay
+//!   after everything before them (a wait may move up: it only delays);
+//! - an asynchronous transfer stays after the barrier before it; what
+//!   follows it may move above it unless it depends on it through a
+//!   register or memory (its data is only ready after the wait the lowering
+//!   puts before any use, and its buffers stay allocated until that wait).
+//!   With [`Rules::transfers_are_barriers`] nothing moves above a transfer
+//!   either (the conservative rule, kept to measure what overlap buys);
 //!
 //! - a wait comes after the instruction signalling its semaphore has completed.
 //!
@@ -58,7 +64,25 @@ struct Edge {
     signal: bool,
 }
 
-fn infos(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Info> {
+/// Which ordering rules the scheduler and its checker apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rules {
+    /// Nothing moves above an asynchronous transfer (no overlap of the
+    /// instructions after a transfer with it beyond what issue order gives).
+    pub transfers_are_barriers: bool,
+}
+
+impl Default for Rules {
+    /// The conservative rules ([`schedule`] and [`check`] apply them); the
+    /// lowering relaxes them unless told not to.
+    fn default() -> Self {
+        Rules {
+            transfers_are_barriers: true,
+        }
+    }
+}
+
+fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Vec<Info> {
     let isa = t.isa();
     let mut fx = Effects::default();
     insts
@@ -79,8 +103,9 @@ fn infos(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Info> {
                     occupancy.max(latency)
                 },
                 after_all: fx.fence || fx.halt || (!unit.asynchronous && !fx.signals.is_empty()),
-                before_all: unit.asynchronous
-                    || !fx.signals.is_empty()
+                before_all: (rules.transfers_are_barriers
+                    && (unit.asynchronous || !fx.signals.is_empty()))
+                    || (!unit.asynchronous && !fx.signals.is_empty())
                     || !fx.waits.is_empty()
                     || fx.fence
                     || fx.halt,
@@ -277,16 +302,17 @@ fn priorities(infos: &[Info], edges: &[Edge]) -> Vec<u64> {
 
 /// Packs instructions (in program order) into bundles for machine `m` of target `t`.
 pub fn schedule(t: &targets::Target, m: &Machine, insts: &[MInst]) -> Vec<Bundle> {
-    schedule_placed(t, m, insts).0
+    schedule_placed(t, m, insts, Rules::default()).0
 }
 
-/// [`schedule`], and the bundle each instruction went to.
+/// [`schedule`] under `rules`, and the bundle each instruction went to.
 pub fn schedule_placed(
     t: &targets::Target,
     m: &Machine,
     insts: &[MInst],
+    rules: Rules,
 ) -> (Vec<Bundle>, Vec<usize>) {
-    let infos = infos(t, m, insts);
+    let infos = infos(t, m, insts, rules);
     let edges = edges(&infos);
     let prio = priorities(&infos, &edges);
     let n = insts.len();
@@ -394,7 +420,18 @@ pub fn check(
     program_order: &[MInst],
     bundles: &[Bundle],
 ) -> Result<(), Vec<String>> {
-    let infos = infos(t, m, program_order);
+    check_with(t, m, program_order, bundles, Rules::default())
+}
+
+/// [`check`] under `rules`.
+pub fn check_with(
+    t: &targets::Target,
+    m: &Machine,
+    program_order: &[MInst],
+    bundles: &[Bundle],
+    rules: Rules,
+) -> Result<(), Vec<String>> {
+    let infos = infos(t, m, program_order, rules);
     let edges = edges(&infos);
     let mut errors = Vec::new();
     // Where each instruction went: match instances in order of appearance.

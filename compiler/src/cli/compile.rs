@@ -51,6 +51,10 @@ pub struct OptArgs {
     /// where the memory has room to keep neighbours apart.
     #[arg(long)]
     no_spread_buffers: bool,
+    /// Schedule nothing above an asynchronous transfer (no overlap of the
+    /// code after a transfer with it).
+    #[arg(long)]
+    no_overlap_transfers: bool,
 }
 
 impl OptArgs {
@@ -62,6 +66,7 @@ impl OptArgs {
             stage_runs: !self.no_stage_runs,
             pipeline_tiles: !self.no_pipeline_tiles,
             spread_buffers: !self.no_spread_buffers,
+            overlap_transfers: !self.no_overlap_transfers,
         }
     }
 }

@@ -313,6 +313,9 @@ pub struct Options {
     /// On-chip buffers whose lifetimes are close do not share bytes when the
     /// memory has room, so their transfers and uses can overlap.
     pub spread_buffers: bool,
+    /// The scheduler lets what follows an asynchronous transfer move above
+    /// it where nothing depends on it ([`sched::Rules`]).
+    pub overlap_transfers: bool,
 }
 
 impl Default for Options {
@@ -323,6 +326,7 @@ impl Default for Options {
             stage_runs: true,
             pipeline_tiles: true,
             spread_buffers: true,
+            overlap_transfers: true,
         }
     }
 }
@@ -1500,8 +1504,11 @@ impl Lowerer<'_> {
             isa_specs::target::check_constraints(m, mi)
                 .map_err(|e| err(format!("after placement: {e}")))?;
         }
-        let (bundles, placed) = sched::schedule_placed(t, m, &insts);
-        sched::check(t, m, &insts, &bundles)
+        let rules = sched::Rules {
+            transfers_are_barriers: !self.opts.overlap_transfers,
+        };
+        let (bundles, placed) = sched::schedule_placed(t, m, &insts, rules);
+        sched::check_with(t, m, &insts, &bundles, rules)
             .map_err(|e| err(format!("schedule is invalid: {}", e.join("; "))))?;
         let mut program = Program::new(m);
         for b in &bundles {
