@@ -1,5 +1,6 @@
 //! Argument definitions and dispatch for `tessera`.
 
+mod bench;
 mod check;
 mod compile;
 mod program;
@@ -63,6 +64,11 @@ enum Command {
     /// Compile and run a bundled example model on the default target (no arguments needed).
     #[command(after_help = RUN_EXIT_CODES)]
     Demo(compile::DemoArgs),
+    /// Run the performance regression suite: workloads × targets, with cycles,
+    /// roofline, efficiency, compile and simulator time, code size, and the
+    /// check against the reference interpreter; JSON to compare runs.
+    #[command(after_help = BENCH_EXIT_CODES)]
+    Bench(bench::BenchArgs),
 }
 
 const COMPILE_EXIT_CODES: &str = "\
@@ -77,6 +83,25 @@ Exit codes:
   0  every output is within tolerance of the reference interpreter
   1  an output is not, or the model does not compile, or the simulation faulted
   2  usage error: bad arguments, unknown target, unreadable test data";
+
+const BENCH_EXIT_CODES: &str = "\
+Exit codes:
+  0  every pair is ok, refused (a target that cannot compile a workload is
+     reported, not a failure) or skipped (--max-bound-cycles), and --compare
+     found no regression
+  1  a pair's outputs differ from the reference interpreter (or its simulation
+     faulted), or --compare found a regression: more than 1% more cycles, or a
+     pair that was ok and is mismatched or refused (compile and simulator
+     times never fail)
+  2  usage error: bad arguments, unknown target, no matching workload,
+     unreadable model or JSON, output not writable
+
+Examples:
+  tessera bench --list                          the workloads of the small set
+  tessera bench --json base.json                every workload on every target
+  tessera bench --compare base.json             run again and compare
+  tessera bench -t vliw-systolic -w gemm --ablate
+  tessera bench --size full --model gpt2_block_full/model.onnx";
 
 const SIM_EXIT_CODES: &str = "\
 Exit codes:
@@ -107,6 +132,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compile(args) => compile::compile(&args),
         Command::Run(args) => compile::run(&args),
         Command::Demo(args) => compile::demo(&args),
+        Command::Bench(args) => bench::run(&args),
     }
 }
 
