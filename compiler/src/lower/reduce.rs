@@ -273,6 +273,26 @@ impl Lowerer<'_> {
         src: &super::Home,
         dst: &super::Home,
     ) -> Result<(), LowerError> {
+        // Staged on chip first; where the chunks cannot be read from there
+        // (a machine without a copy between on-chip tiles), from home.
+        let cp = self.e.checkpoint();
+        if let Some(staged) = self.stage_whole(src)? {
+            match self.reduce_rows(f, kind, &staged, dst) {
+                Ok(()) => return Ok(()),
+                Err(_) => self.e.rollback(cp),
+            }
+        }
+        self.reduce_rows(f, kind, src, dst)
+    }
+
+    /// The row-block loop of [`Self::reduce_with`], reading `src` where it is.
+    fn reduce_rows(
+        &mut self,
+        f: &Form,
+        kind: ReduceKind,
+        src: &super::Home,
+        dst: &super::Home,
+    ) -> Result<(), LowerError> {
         let home = dst.mem;
         let (gr, gc) = match f.src.place {
             Place::Reg(file) => self.e.granule(file),
@@ -337,6 +357,53 @@ impl Lowerer<'_> {
             r += h;
         }
         Ok(())
+    }
+
+    /// The whole of `src` (at home) brought on chip in one transfer and
+    /// waited for, when run staging is on and it takes at most a quarter of
+    /// the memory tiles land in: the row blocks then read it there instead
+    /// of each waiting for its own transfer from home.
+    fn stage_whole(&mut self, src: &super::Home) -> Result<Option<super::Home>, LowerError> {
+        if !self.opts.stage_runs || src.mem != self.info.home || src.rows == 0 || src.cols == 0 {
+            return Ok(None);
+        }
+        let land = self.landing_of(src.dtype)?;
+        let Place::Mem(lm) = land.place else {
+            return Ok(None);
+        };
+        let cap = self.e.m.memories[lm.index()].size.value.max(0) as u64;
+        let bytes = (src.rows * src.pitch) as u64 * land.dtype.bytes();
+        if bytes > cap / 4 {
+            return Ok(None);
+        }
+        let cp = self.e.checkpoint();
+        let buf = self
+            .e
+            .buffer_padded(lm, land.dtype, src.rows, src.cols, Pad::Aligned);
+        let moved = self.e.to_loc(
+            Val::Mem(src.tile(0, 0, src.rows, src.cols)),
+            land,
+            Some(&buf),
+            Pad::Dense,
+        );
+        match moved {
+            Ok(Val::Mem(t)) => {
+                self.e.ready(&t).map_err(err)?;
+                Ok(Some(super::Home {
+                    mem: lm,
+                    base: buf.base,
+                    dtype: land.dtype,
+                    rows: src.rows,
+                    cols: src.cols,
+                    pitch: buf.pitch,
+                }))
+            }
+            _ => {
+                // Not in one piece: read from home as before.
+                self.e.rollback(cp);
+                Ok(None)
+            }
+        }
     }
 
     /// Scalar register `s` broadcast into a register of `file` (`d[i] = s`).
