@@ -5,7 +5,8 @@
 //! the lowering pipeline (`lower`: layout, fusion, tiling, instruction
 //! selection by semantics, data movement) and the back-end passes it drives,
 //! each with an independent checker (`memplan`, `regalloc`, `sched`); and
-//! `run`, which compiles, simulates and compares with the oracle; and `bench`,
+//! `run`, which compiles, simulates and compares with the oracle (and
+//! reports each region's efficiency; `roofline` plots it); and `bench`,
 //! the performance regression suite behind `tessera bench`.
 //! The `tessera` binary (`src/main.rs`, `src/cli/`) is the command-line front end.
 
