@@ -1,7 +1,7 @@
 //! Fusion beyond epilogues: scaled-dot-product attention recognised as one
 //! region whose intermediates stay on chip.
 //!
-//! The pattern, on the graph after [`super::canon`]:
+//! The pattern, on the graph after the rewrites before lowering (`canon`):
 //!
 //! ```text
 //! scores  = MatMul(q, kᵀ)            (kᵀ: a Transpose used only here, or any computed B)
