@@ -210,6 +210,33 @@ fn eval_graph_node(
 }
 
 /// Evaluates one op on its operands (which must satisfy the op's type rules).
+/// `Gather`: output `[outer, i, inner]` is `data[outer, indices[i], inner]`.
+fn gather(
+    data: &Tensor,
+    indices: &Tensor,
+    axis: usize,
+    out_ty: &TensorType,
+) -> Result<Vec<f64>, InterpError> {
+    let dim = data.ty.shape[axis];
+    let outer: usize = data.ty.shape[..axis].iter().product();
+    let inner: usize = data.ty.shape[axis + 1..].iter().product();
+    let mut out = Vec::with_capacity(out_ty.numel());
+    for o in 0..outer {
+        for &raw in &indices.data {
+            let i = if raw < 0.0 { raw + dim as f64 } else { raw };
+            if !(0.0..dim as f64).contains(&i) {
+                return Err(InterpError::Type {
+                    op: "Gather",
+                    message: format!("index {raw} is out of range for a dimension of {dim}"),
+                });
+            }
+            let at = (o * dim + i as usize) * inner;
+            out.extend_from_slice(&data.data[at..at + inner]);
+        }
+    }
+    Ok(out)
+}
+
 pub fn eval_node(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, InterpError> {
     for (i, t) in inputs.iter().enumerate() {
         check_len(t, || format!("operand {i} of {}", op.name()))?;
@@ -305,6 +332,7 @@ pub fn eval_node(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, InterpError
             pool(inputs[0], *kind, window, &out_ty)
         }
         Op::Im2Col { window, fill } => im2col(inputs[0], window, *fill, &out_ty),
+        Op::Gather { axis } => gather(inputs[0], inputs[1], *axis, &out_ty)?,
         Op::Where => {
             let sel = |t: &Tensor| {
                 offsets(

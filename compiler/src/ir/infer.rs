@@ -200,6 +200,29 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
             }
             TensorType { elem, shape }
         }
+        Op::Gather { axis } => {
+            arity(tys, 2)?;
+            let (data, idx) = (&tys[0], &tys[1]);
+            if idx.elem.is_float() || idx.elem == ElemType::Bool {
+                return Err(format!(
+                    "the indices must be integers, they are {}",
+                    idx.elem.name()
+                ));
+            }
+            if *axis >= data.shape.len() {
+                return Err(format!(
+                    "axis {axis} is out of range for data of rank {}",
+                    data.shape.len()
+                ));
+            }
+            let mut shape = data.shape[..*axis].to_vec();
+            shape.extend_from_slice(&idx.shape);
+            shape.extend_from_slice(&data.shape[axis + 1..]);
+            TensorType {
+                elem: data.elem,
+                shape,
+            }
+        }
         Op::Where => {
             arity(tys, 3)?;
             if tys[0].elem != ElemType::Bool {

@@ -220,6 +220,13 @@ pub enum Op {
     },
     /// `cond ? x : y` element-wise with numpy broadcasting (`cond` boolean).
     Where,
+    /// `data` indexed along `axis` by integer `indices` (negative ones count
+    /// from the end): the result's shape is `data`'s with dimension `axis`
+    /// replaced by the shape of `indices` (ONNX `Gather`).
+    Gather {
+        /// The indexed dimension of `data`.
+        axis: usize,
+    },
     /// 2-D convolution of `x [N, C, H, W]` with `w [M, C / groups, KH, KW]`
     /// (and an optional bias `[M]`), into `[N, M, OH, OW]`.
     Conv {
@@ -435,6 +442,7 @@ impl Op {
             Op::Slice { .. } => "Slice",
             Op::Concat { .. } => "Concat",
             Op::Where => "Where",
+            Op::Gather { .. } => "Gather",
             Op::Conv { .. } => "Conv",
             Op::Pool {
                 kind: PoolKind::Max,

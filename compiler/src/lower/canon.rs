@@ -24,7 +24,14 @@
 //!   plus the other operand's selected values: `x · m + where(c, 0, y)` when
 //!   `y` is constant (exact, also for `y = -inf`, as long as `x` is finite),
 //!   `x · m + y · (1 - m)` when both are computed. A computed condition is
-//!   refused.
+//!   refused;
+//! - `Gather` with constant indices is slices of the data (runs of
+//!   consecutive indices one slice each) joined along the axis; with
+//!   computed indices into a constant table along its first dimension (an
+//!   embedding lookup) it is a one-hot product: `hot[v, j] = relu(1 - (i_j -
+//!   v)²) + relu(1 - (i_j + V - v)²)` (exact on integers held in f32; the
+//!   second term takes negative indices), `hotᵀ · table`. Other Gathers
+//!   are refused.
 
 use super::LowerError;
 use crate::ir::{
@@ -200,6 +207,10 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
             });
         }
         Op::Pool { kind, window } => pool(g, out, n, *kind, window)?,
+        Op::Gather { axis } => {
+            let y = gather(out, n, *axis)?;
+            finish(out, n, y);
+        }
         Op::Where => {
             let shape = g.ty(n.outputs[0]).shape.clone();
             select(out, n, &shape)?;
@@ -315,6 +326,117 @@ fn select(g: &mut Graph, n: &Node, shape: &[usize]) -> Result<(), String> {
     };
     g.add_node(n.name.clone(), Op::Add, vec![kept[0], other])?;
     Ok(())
+}
+
+/// `Gather` in ops the lowering has (see the module doc); returns the value
+/// holding the result (in some shape of the same elements).
+fn gather(g: &mut Graph, n: &Node, axis: usize) -> Result<ValueId, String> {
+    let (data, indices) = (n.inputs[0], n.inputs[1]);
+    let ds = g.ty(data).shape.clone();
+    let dim = ds[axis];
+    if let Some(idx) = g.constants.get(&indices).cloned() {
+        // Constant indices: runs of consecutive ones are slices, joined along the axis.
+        let mut runs: Vec<(i64, i64)> = Vec::new();
+        for &raw in &idx.data {
+            let i = if raw < 0.0 { raw + dim as f64 } else { raw };
+            if !(0.0..dim as f64).contains(&i) {
+                return Err(format!(
+                    "index {raw} is out of range for a dimension of {dim}"
+                ));
+            }
+            let i = i as i64;
+            match runs.last_mut() {
+                Some((_, end)) if *end == i => *end += 1,
+                _ => runs.push((i, i + 1)),
+            }
+        }
+        if runs.is_empty() {
+            return Err("a Gather of no indices".to_owned());
+        }
+        let mut parts = Vec::new();
+        for (k, (start, end)) in runs.iter().enumerate() {
+            let starts = (0..ds.len())
+                .map(|d| if d == axis { *start } else { 0 })
+                .collect();
+            let ends = ds
+                .iter()
+                .enumerate()
+                .map(|(d, &e)| if d == axis { *end } else { e as i64 })
+                .collect();
+            let steps = vec![1; ds.len()];
+            let op = Op::Slice {
+                starts,
+                ends,
+                steps,
+            };
+            parts.push(g.add_node(format!("{}/run{k}", n.name), op, vec![data])?[0]);
+        }
+        return Ok(if parts.len() == 1 {
+            parts[0]
+        } else {
+            g.add_node(format!("{}/join", n.name), Op::Concat { axis }, parts)?[0]
+        });
+    }
+    // Computed indices into a constant table along its first dimension (an
+    // embedding lookup): a one-hot product. With `d = index - v` (exact:
+    // integers are held in f32), `relu(1 - d·d)` is 1 where `d = 0` and 0
+    // elsewhere; a second term with `index + V` takes negative indices.
+    let Some(table) = g.constants.get(&data).cloned() else {
+        return Err(
+            "Gather of a computed tensor by computed indices is not supported yet (a constant table, as in an embedding lookup, is)"
+                .to_owned(),
+        );
+    };
+    if axis != 0 || !table.ty.elem.is_float() {
+        return Err(format!(
+            "Gather by computed indices is supported along the first dimension of a floating-point table (an embedding lookup), not axis {axis} of {}",
+            table.ty.elem.name()
+        ));
+    }
+    let t: usize = g.ty(indices).shape.iter().product();
+    let rest: usize = ds[1..].iter().product();
+    let elem = table.ty.elem;
+    let ty = |shape: Vec<usize>| TensorType { elem, shape };
+    let name = |s: &str| format!("{}/{s}", n.name);
+    let as_float = g.add_node(name("index"), Op::Cast { to: elem }, vec![indices])?[0];
+    let row = g.add_node(
+        name("row"),
+        Op::Reshape { shape: vec![1, t] },
+        vec![as_float],
+    )?[0];
+    let mut hot: Option<ValueId> = None;
+    for (k, shift) in [0.0, dim as f64].into_iter().enumerate() {
+        // d[v, j] = index[j] + shift - v
+        let at = g.add_constant(
+            name(&format!("position{k}")),
+            Tensor::new(
+                ty(vec![dim, 1]),
+                (0..dim).map(|v| v as f64 - shift).collect(),
+            ),
+        );
+        let d = g.add_node(name(&format!("offset{k}")), Op::Sub, vec![row, at])?[0];
+        let sq = g.add_node(name(&format!("square{k}")), Op::Mul, vec![d, d])?[0];
+        let one = g.add_constant(
+            name(&format!("one{k}")),
+            Tensor::new(ty(vec![1]), vec![1.0]),
+        );
+        let close = g.add_node(name(&format!("close{k}")), Op::Sub, vec![one, sq])?[0];
+        let h = g.add_node(name(&format!("hit{k}")), Op::Relu, vec![close])?[0];
+        hot = Some(match hot {
+            None => h,
+            Some(p) => g.add_node(name("one_hot"), Op::Add, vec![p, h])?[0],
+        });
+    }
+    let hot = hot.ok_or("no one-hot")?;
+    // one-hotᵀ [T, V] · table [V, rest] = result [T, rest].
+    let rows = g.add_node(
+        name("one_hot_rows"),
+        Op::Transpose { perm: vec![1, 0] },
+        vec![hot],
+    )?[0];
+    let flat = Tensor::new(ty(vec![dim, rest]), table.data.clone());
+    let flat = g.add_constant(name("table"), flat);
+    Ok(g.add_node(name("lookup"), Op::MatMul, vec![rows, flat])?[0])
 }
 
 /// Whether a permutation swaps the last two dimensions and keeps the others.

@@ -32,6 +32,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Flatten",
     "Gelu",
     "Gemm",
+    "Gather",
     "GlobalAveragePool",
     "GlobalMaxPool",
     "Identity",
@@ -130,6 +131,7 @@ pub(super) fn lower(
         "Split" => split(imp, &cx),
         "Concat" => concat(imp, &cx),
         "Where" => where_(imp, &cx),
+        "Gather" => gather(imp, &cx),
         "Conv" => conv(imp, &cx),
         "MaxPool" => pool(imp, &cx, true),
         "AveragePool" => pool(imp, &cx, false),
@@ -1113,6 +1115,28 @@ fn concat(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
 }
 
 /// `Where(cond, x, y)`.
+/// `Gather` along `axis` (negative counts from the end).
+fn gather(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 2, 2)?;
+    cx.check_attributes(&["axis"])?;
+    let data = input(imp, cx, 0)?;
+    let indices = input(imp, cx, 1)?;
+    let rank = imp.g.ty(data).shape.len() as i64;
+    let axis = cx.int("axis", 0)?;
+    let a = if axis < 0 { axis + rank } else { axis };
+    if !(0..rank).contains(&a) {
+        return Err(cx.attr_err("axis", format!("{axis} is out of range for rank {rank}")));
+    }
+    add(
+        imp,
+        cx,
+        "",
+        Op::Gather { axis: a as usize },
+        vec![data, indices],
+    )
+    .map(Lowered::Value)
+}
+
 fn where_(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     arity(cx, 3, 3)?;
     cx.check_attributes(&[])?;
