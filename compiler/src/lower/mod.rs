@@ -633,8 +633,9 @@ impl Lowerer<'_> {
         Ok(kept)
     }
 
-    /// Records a region started by node `ni`; values it wrote on chip are
-    /// complete before the next region reads them.
+    /// Records a region of nodes `members` (the first started it) and its
+    /// instruction count; values it wrote on chip are complete before the
+    /// next region reads them.
     fn push_region(
         &mut self,
         members: &[usize],
