@@ -707,3 +707,29 @@ fn demo_runs_with_no_arguments() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("cycles") && text.contains("ok"), "{text}");
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_the_command_quietly() {
+    // `tessera compile … --emit asm | head`: far more output than a pipe holds.
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mlp_medium/model.onnx");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args([
+            "compile",
+            model.to_str().expect("path"),
+            "-t",
+            "vliw-systolic",
+            "--emit",
+            "asm",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    let mut first = [0u8; 64];
+    std::io::Read::read_exact(child.stdout.as_mut().expect("stdout"), &mut first).expect("reads");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("waits");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+}
