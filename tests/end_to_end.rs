@@ -212,16 +212,7 @@ fn a_target_lacking_a_function_says_which() {
     );
     // The others have it, and match.
     let inputs = compiler::run::random_inputs(&g, 2);
-    for t in targets::all().iter().filter(|t| t.name() != "systolic-os") {
-        let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
-            .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
-        assert!(
-            r.checks.iter().all(|c| c.ok),
-            "{}: {:?}",
-            t.name(),
-            r.checks
-        );
-    }
+    tests::matches_everywhere(&g, &inputs, &["systolic-os"]);
 }
 
 #[test]

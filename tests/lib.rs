@@ -29,9 +29,21 @@ pub fn examples() -> Vec<PathBuf> {
 /// Compiles and runs `g` on every shipped target with seeded inputs, and
 /// asserts every output matches the reference interpreter.
 pub fn runs_everywhere(g: &compiler::ir::Graph, seed: u64) {
-    let inputs = compiler::run::random_inputs(g, seed);
-    for t in targets::all() {
-        let r = compiler::run::run(t, t.machine(), g, &inputs, None)
+    matches_everywhere(g, &compiler::run::random_inputs(g, seed), &[]);
+}
+
+/// Compiles and runs `g` on every shipped target but those named in `except`
+/// with `inputs`, and asserts every output matches the reference interpreter.
+pub fn matches_everywhere(
+    g: &compiler::ir::Graph,
+    inputs: &[compiler::ir::Tensor],
+    except: &[&str],
+) {
+    for t in targets::all()
+        .iter()
+        .filter(|t| !except.contains(&t.name()))
+    {
+        let r = compiler::run::run(t, t.machine(), g, inputs, None)
             .unwrap_or_else(|e| panic!("{}: {e}\n{g}", t.name()));
         assert!(
             r.checks.iter().all(|c| c.ok),

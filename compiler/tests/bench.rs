@@ -145,24 +145,27 @@ fn results_are_written_as_json_and_compared() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
 }
 
-#[test]
-fn a_target_that_cannot_compile_is_refused_not_failed() {
-    // systolic-os has no exp: the GPT-2 block's softmax is refused.
-    let dir = scratch("bench-refused");
-    let json = dir.join("out.json");
-    let out = tessera(&[
-        "bench",
-        "-t",
-        "systolic-os",
-        "-w",
-        "gpt2_block_small",
-        "--json",
-        json.to_str().expect("utf-8 path"),
-    ]);
+/// `tessera bench ARGS --json FILE` in scratch folder `name`: it exits 0,
+/// and the first result of the report.
+fn first_result(name: &str, args: &[&str]) -> serde_json::Value {
+    let json = scratch(name).join("out.json");
+    let mut all = vec!["bench"];
+    all.extend_from_slice(args);
+    all.extend(["--json", json.to_str().expect("utf-8 path")]);
+    let out = tessera(&all);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("written")).expect("JSON");
-    let r = &report["results"][0];
+    report["results"][0].clone()
+}
+
+#[test]
+fn a_target_that_cannot_compile_is_refused_not_failed() {
+    // systolic-os has no exp: the GPT-2 block's softmax is refused.
+    let r = first_result(
+        "bench-refused",
+        &["-t", "systolic-os", "-w", "gpt2_block_small"],
+    );
     assert_eq!(r["status"], "refused", "{r}");
     assert!(r["cycles"].is_null(), "{r}");
     let e = r["error"].as_str().expect("error");
@@ -171,23 +174,17 @@ fn a_target_that_cannot_compile_is_refused_not_failed() {
 
 #[test]
 fn a_gemm_past_the_budget_is_skipped() {
-    let dir = scratch("bench-skipped");
-    let json = dir.join("out.json");
-    let out = tessera(&[
-        "bench",
-        "-t",
-        "vliw-systolic",
-        "-w",
-        "gemm_64",
-        "--max-bound-cycles",
-        "1",
-        "--json",
-        json.to_str().expect("utf-8 path"),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("written")).expect("JSON");
-    let r = &report["results"][0];
+    let r = first_result(
+        "bench-skipped",
+        &[
+            "-t",
+            "vliw-systolic",
+            "-w",
+            "gemm_64",
+            "--max-bound-cycles",
+            "1",
+        ],
+    );
     assert_eq!(r["status"], "skipped", "{r}");
     assert!(
         r["error"]
