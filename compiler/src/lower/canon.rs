@@ -434,7 +434,7 @@ fn gather(g: &mut Graph, n: &Node, axis: usize) -> Result<ValueId, String> {
         Op::Transpose { perm: vec![1, 0] },
         vec![hot],
     )?[0];
-    let flat = Tensor::new(ty(vec![dim, rest]), table.data.clone());
+    let flat = Tensor::new(ty(vec![dim, rest]), table.data);
     let flat = g.add_constant(name("table"), flat);
     Ok(g.add_node(name("lookup"), Op::MatMul, vec![rows, flat])?[0])
 }
