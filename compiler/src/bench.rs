@@ -38,6 +38,7 @@ pub const SWITCHES: &[Switch] = &[
     ("pipeline_tiles", |o| o.pipeline_tiles = false),
     ("spread_buffers", |o| o.spread_buffers = false),
     ("overlap_transfers", |o| o.overlap_transfers = false),
+    ("order_search", |o| o.order_search = false),
 ];
 
 /// Which set of workloads to run.

@@ -55,6 +55,11 @@ pub struct OptArgs {
     /// code after a transfer with it).
     #[arg(long)]
     no_overlap_transfers: bool,
+    /// Visit a product's output tiles row block by row block only, instead of
+    /// also weighing column block by column block (weights kept on chip,
+    /// inputs streamed) in the tile search.
+    #[arg(long)]
+    no_order_search: bool,
 }
 
 impl OptArgs {
@@ -67,6 +72,7 @@ impl OptArgs {
             pipeline_tiles: !self.no_pipeline_tiles,
             spread_buffers: !self.no_spread_buffers,
             overlap_transfers: !self.no_overlap_transfers,
+            order_search: !self.no_order_search,
         }
     }
 }

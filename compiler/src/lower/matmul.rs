@@ -5,6 +5,7 @@
 
 use super::emit::{self, Base, Emitter, MemTile, Pad, Ref, Val};
 use super::machine::{self, Loc, Place};
+use super::mapping::{Axes, Mapping, Order, RANKED, Ranked, SpaceEntry};
 use super::ops::{self, Contraction, Role};
 use super::{LowerError, Lowerer, broadcast_offsets, encode, err};
 use crate::ir::ValueId;
@@ -51,6 +52,19 @@ pub(super) struct MatMulPlan {
     pub(super) decomposed: Option<ops::Scaled>,
     /// Whole tiles even at the matrix's edge (zero-padded operands).
     pub(super) whole_tiles: bool,
+    /// The order output tiles are visited in.
+    pub(super) order: Order,
+    /// The product's tuning space and what was chosen from it.
+    pub(super) space: Option<SpaceEntry>,
+}
+
+/// Tile sizes a contraction accepts, with the estimated cycles of the whole
+/// product in each visiting order.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Estimate {
+    mnk: (i64, i64, i64),
+    rows: i64,
+    cols: i64,
 }
 
 /// How hard the tiling tries: each is a retry when the one before fails.
@@ -66,10 +80,13 @@ pub(super) enum Tiling {
 
 impl Lowerer<'_> {
     /// The plan of a matrix product, tiled as `tiling` says.
+    /// `force` is a mapping to take instead of the best by estimate (or of
+    /// one given for the node).
     pub(super) fn plan_matmul(
         &mut self,
         n: &crate::ir::Node,
         tiling: Tiling,
+        force: Option<&Mapping>,
     ) -> Result<MatMulPlan, LowerError> {
         let aligned = tiling == Tiling::Aligned;
         let g = self.g;
@@ -95,23 +112,22 @@ impl Lowerer<'_> {
         let b_batch = offsets(sb, k);
         let a_const = g.constants.contains_key(&a);
         let b_const = g.constants.contains_key(&b);
+        let given = force.or_else(|| self.mappings.mappings.get(&n.name));
         let mut best: Option<(i64, MatMulPlan)> = None;
         let mut why = Vec::new();
+        let mut axes = Vec::new();
+        let mut ranked: Vec<Ranked> = Vec::new();
+        let mut refused = Vec::new();
         let cs = self.contractions.clone();
         for c in &cs {
+            let name = self.e.m.instructions[c.inst.index()].name.clone();
             // Activations are row-major at home: they cannot be read transposed.
             if !a_const && c.a_dims.first() == Some(&Role::K) && c.a_dims.len() == 2 {
-                why.push(format!(
-                    "`{}` reads A transposed",
-                    self.e.m.instructions[c.inst.index()].name
-                ));
+                why.push(format!("`{name}` reads A transposed"));
                 continue;
             }
             if !b_const && c.b_dims.first() == Some(&Role::N) {
-                why.push(format!(
-                    "`{}` reads B transposed and B is computed",
-                    self.e.m.instructions[c.inst.index()].name
-                ));
+                why.push(format!("`{name}` reads B transposed and B is computed"));
                 continue;
             }
             let Some(locs) = c.locs(&self.e) else {
@@ -119,15 +135,13 @@ impl Lowerer<'_> {
             };
             if !a_const && locs[1].place == Place::Mem(self.info.home) {
                 why.push(format!(
-                    "`{}` needs A resident in memory and A is computed",
-                    self.e.m.instructions[c.inst.index()].name
+                    "`{name}` needs A resident in memory and A is computed"
                 ));
                 continue;
             }
             if !b_const && locs[2].place == Place::Mem(self.info.home) {
                 why.push(format!(
-                    "`{}` needs B resident in memory and B is computed",
-                    self.e.m.instructions[c.inst.index()].name
+                    "`{name}` needs B resident in memory and B is computed"
                 ));
                 continue;
             }
@@ -146,29 +160,90 @@ impl Lowerer<'_> {
             } else {
                 (None, Some(c.clone()))
             };
-            let Some((cost, tm, tn, tk)) = self.tile_search(c, m, nn, k, aligned) else {
-                why.push(format!(
-                    "`{}` accepts no tile size",
-                    self.e.m.instructions[c.inst.index()].name
-                ));
-                continue;
-            };
-            if set.is_some() && acc.is_none() && tk < k {
-                why.push(format!(
-                    "`{}` cannot accumulate a reduction of {k}",
-                    self.e.m.instructions[c.inst.index()].name
-                ));
+            let mut found = self.tile_search(c, m, nn, k, aligned);
+            if set.is_some() && acc.is_none() {
+                let before = found.len();
+                found.retain(|e| e.mnk.2 >= k);
+                if found.is_empty() && before > 0 {
+                    why.push(format!("`{name}` cannot accumulate a reduction of {k}"));
+                    continue;
+                }
+            }
+            if found.is_empty() {
+                why.push(format!("`{name}` accepts no tile size"));
                 continue;
             }
+            let axis = |f: fn(&Estimate) -> i64| {
+                let mut v: Vec<i64> = found.iter().map(f).collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            };
+            axes.push(Axes {
+                inst: name.clone(),
+                tm: axis(|e| e.mnk.0),
+                tn: axis(|e| e.mnk.1),
+                tk: axis(|e| e.mnk.2),
+                valid: found.len(),
+            });
+            let point = |e: &Estimate, order: Order| Mapping {
+                inst: name.clone(),
+                tm: e.mnk.0,
+                tn: e.mnk.1,
+                tk: e.mnk.2,
+                order,
+            };
+            let orders = |e: &Estimate| {
+                let mut v = vec![(Order::Rows, e.rows)];
+                if self.opts.order_search {
+                    v.push((Order::Cols, e.cols));
+                }
+                v
+            };
+            for e in &found {
+                for (order, estimate) in orders(e) {
+                    ranked.push(Ranked {
+                        mapping: point(e, order),
+                        estimate,
+                    });
+                }
+            }
+            // The mapping given for this node, if it names this instruction
+            // (checked again here: a size outside the searched ones is fine
+            // if the instruction takes it).
+            let (cost, e, order) = match given {
+                Some(g) if g.inst != name => continue,
+                // The instruction may serve in several forms (operand
+                // roles): the first that takes the tile sizes.
+                Some(g) => match self.tile_cost(c, (m, nn, k), (g.tm, g.tn, g.tk)) {
+                    Ok(_) if set.is_some() && acc.is_none() && g.tk < k => {
+                        refused.push(format!(
+                            "`{name}` cannot accumulate, so tk must cover the reduction of {k}"
+                        ));
+                        continue;
+                    }
+                    Ok(e) if best.is_none() => (i64::MIN, e, g.order),
+                    Ok(_) => continue,
+                    Err(e) => {
+                        refused.push(e);
+                        continue;
+                    }
+                },
+                None => found
+                    .iter()
+                    .flat_map(|e| orders(e).into_iter().map(move |(o, cost)| (cost, *e, o)))
+                    .min_by_key(|(cost, e, order)| (*cost, *order, e.mnk))
+                    .expect("found is not empty"),
+            };
             if best.as_ref().is_none_or(|(bc, _)| cost < *bc) {
                 best = Some((
                     cost,
                     MatMulPlan {
                         set,
                         acc,
-                        tm,
-                        tn,
-                        tk,
+                        tm: e.mnk.0,
+                        tn: e.mnk.1,
+                        tk: e.mnk.2,
                         m,
                         k,
                         n: nn,
@@ -178,9 +253,83 @@ impl Lowerer<'_> {
                         b_batch: b_batch.clone(),
                         decomposed: None,
                         whole_tiles: aligned,
+                        order,
+                        space: Some(SpaceEntry {
+                            node: n.name.clone(),
+                            m,
+                            n: nn,
+                            k,
+                            batches: a_batch.len(),
+                            axes: Vec::new(),
+                            orders: Vec::new(),
+                            ranked: Vec::new(),
+                            chosen: point(&e, order),
+                            given: given.is_some(),
+                        }),
                     },
                 ));
             }
+        }
+        if let Some(g) = given
+            && best.is_none()
+            && !refused.is_empty()
+        {
+            return Err(Self::node_err(
+                n,
+                format!(
+                    "the mapping given ({g}) cannot be used: {}",
+                    refused.join("; ")
+                ),
+            ));
+        }
+        if let Some(g) = given
+            && best.is_none()
+        {
+            return Err(Self::node_err(
+                n,
+                format!(
+                    "the mapping given ({g}) cannot be used: `{}` is not a contraction instruction usable for this product{}",
+                    g.inst,
+                    if axes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " (usable: {})",
+                            axes.iter()
+                                .map(|a| format!("`{}`", a.inst))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                ),
+            ));
+        }
+        ranked.sort_by(|x, y| {
+            let key = |r: &Ranked| {
+                let p = &r.mapping;
+                (r.estimate, p.inst.clone(), p.order, p.tm, p.tn, p.tk)
+            };
+            key(x).cmp(&key(y))
+        });
+        ranked.truncate(RANKED);
+        if let Some((_, p)) = &mut best
+            && let Some(s) = &mut p.space
+        {
+            s.axes = axes;
+            s.ranked = ranked;
+            s.orders = if self.opts.order_search {
+                vec![Order::Rows, Order::Cols]
+            } else {
+                vec![Order::Rows]
+            };
+        }
+        if let Some(g) = given
+            && tiling == Tiling::Decomposed
+        {
+            return Err(Self::node_err(
+                n,
+                format!("the mapping given ({g}) does not compile"),
+            ));
         }
         if let Some((_, p)) = best.filter(|_| tiling != Tiling::Decomposed) {
             return Ok(p);
@@ -204,6 +353,8 @@ impl Lowerer<'_> {
                 b_batch,
                 decomposed: Some(sc),
                 whole_tiles: false,
+                order: Order::Rows,
+                space: None,
             });
         }
         Err(Self::node_err(
@@ -219,17 +370,11 @@ impl Lowerer<'_> {
         ))
     }
 
-    /// The tile sizes `(m, n, k)` minimising the contraction's estimated time:
-    /// its occupancy per step from the generated timing tables, plus the
-    /// latency and transfer time of its operands from the home memory.
-    fn tile_search(
-        &self,
-        c: &Contraction,
-        m: i64,
-        n: i64,
-        k: i64,
-        aligned: bool,
-    ) -> Option<(i64, i64, i64, i64)> {
+    /// Every tile size `(m, n, k)` the contraction accepts for this product,
+    /// with the estimated time of each visiting order (see [`Self::tile_cost`]).
+    /// Sizes up to the (rounded) dimension are tried first; whole registers
+    /// past the matrix's edge only if nothing smaller fits.
+    fn tile_search(&self, c: &Contraction, m: i64, n: i64, k: i64, aligned: bool) -> Vec<Estimate> {
         let gran = self.info.col_granule;
         // Register shapes (an instruction may need whole registers, even past the
         // matrix's edge), and powers of two up to the dimension.
@@ -240,8 +385,6 @@ impl Lowerer<'_> {
             .iter()
             .flat_map(|r| r.shape.iter().map(|d| d.value))
             .collect();
-        // Sizes up to the (rounded) dimension first; whole registers past the
-        // edge only if nothing smaller fits.
         // A size smaller than the dimension is a multiple of the column granule
         // (operand tiles at column offsets start aligned for transfers).
         let first = self.tile_search_in(c, (m, n, k), &|dim| {
@@ -255,7 +398,7 @@ impl Lowerer<'_> {
             v.dedup();
             v
         });
-        if first.is_some() {
+        if !first.is_empty() {
             return first;
         }
         let cands = |dim: i64| -> Vec<i64> {
@@ -272,76 +415,98 @@ impl Lowerer<'_> {
         self.tile_search_in(c, (m, n, k), &cands)
     }
 
-    /// The best tile sizes among `cands(dimension)` for each role.
+    /// The tile sizes among `cands(dimension)` for each role that the
+    /// contraction accepts, with their estimates.
     fn tile_search_in(
         &self,
         c: &Contraction,
         (m, n, k): (i64, i64, i64),
         cands: &dyn Fn(i64) -> Vec<i64>,
-    ) -> Option<(i64, i64, i64, i64)> {
+    ) -> Vec<Estimate> {
         let ms = if c.has(Role::M) { cands(m) } else { vec![1] };
         let ns = if c.has(Role::N) { cands(n) } else { vec![1] };
         let ks = cands(k);
-        let budget = |mem: MemId| self.e.m.memories[mem.index()].size.value / 4;
-        let locs = c.locs(&self.e)?;
-        let home = &self.e.m.memories[self.info.home.index()];
-        let (home_lat, home_bw) = (home.latency.value.max(0), home.bandwidth.value.max(1));
-        let mut best: Option<(i64, i64, i64, i64)> = None;
+        let mut all = Vec::new();
         for &tm in &ms {
             for &tn in &ns {
                 for &tk in &ks {
-                    let mnk = (tm, tn, tk);
-                    let bytes_ok = [
-                        (&c.t_dims, locs[0]),
-                        (&c.a_dims, locs[1]),
-                        (&c.b_dims, locs[2]),
-                    ]
-                    .iter()
-                    .all(|(d, l)| match l.place {
-                        Place::Mem(mem) if mem != self.info.home => {
-                            Contraction::shape(d, mnk).iter().product::<i64>()
-                                * l.dtype.bytes() as i64
-                                <= budget(mem)
-                        }
-                        _ => true,
-                    });
-                    if !bytes_ok {
-                        continue;
-                    }
-                    let Some(op) = c.probe(&self.e, mnk) else {
-                        continue;
-                    };
-                    let Ok((mi, _)) = self.e.choose(&op, Some(c.inst)) else {
-                        continue;
-                    };
-                    let occ = self.e.isa.occupancy(self.e.m, &mi).max(1);
-                    let (mt, nt, kt) = (
-                        machine::cdiv(m, tm),
-                        machine::cdiv(n, tn),
-                        machine::cdiv(k, tk),
-                    );
-                    // Each step: the instruction's occupancy, plus bringing its
-                    // operands from home (latency and bytes over the home
-                    // memory's bandwidth; operands resident at home are read by
-                    // the instruction itself); each output tile goes back home.
-                    let moved = |dims: &[Role], l: Loc| match l.place {
-                        Place::Mem(x) if x == self.info.home => 0,
-                        _ => {
-                            Contraction::shape(dims, mnk).iter().product::<i64>()
-                                * l.dtype.bytes() as i64
-                        }
-                    };
-                    let step_bytes = moved(&c.a_dims, locs[1]) + moved(&c.b_dims, locs[2]);
-                    let out_bytes = tm * tn * 4;
-                    let cost = mt * nt * kt * (occ + home_lat + step_bytes / home_bw)
-                        + mt * nt * (home_lat + out_bytes / home_bw);
-                    if best.is_none_or(|(bc, ..)| cost < bc) {
-                        best = Some((cost, tm, tn, tk));
+                    if let Ok(e) = self.tile_cost(c, (m, n, k), (tm, tn, tk)) {
+                        all.push(e);
                     }
                 }
             }
         }
-        best
+        all
+    }
+
+    /// Whether the contraction takes tiles of `mnk` for a product of
+    /// `(m, n, k)`, and if so the estimated time of the product in each
+    /// visiting order: per step the instruction's occupancy (from the
+    /// generated timing tables), plus bringing its operands from home
+    /// (latency and bytes over the home memory's bandwidth; operands resident
+    /// at home are read by the instruction itself); each output tile goes
+    /// back home. An operand staged on chip for one tile serves the next
+    /// tiles of the same rows (`A`, rows first) or columns (`B`, columns
+    /// first) when operand reuse is on.
+    fn tile_cost(
+        &self,
+        c: &Contraction,
+        (m, n, k): (i64, i64, i64),
+        mnk: (i64, i64, i64),
+    ) -> Result<Estimate, String> {
+        let (tm, tn, tk) = mnk;
+        let name = &self.e.m.instructions[c.inst.index()].name;
+        let locs = c
+            .locs(&self.e)
+            .ok_or_else(|| format!("`{name}` has operands the machine cannot bring into place"))?;
+        let budget = |mem: MemId| self.e.m.memories[mem.index()].size.value / 4;
+        for (d, l) in [
+            (&c.t_dims, locs[0]),
+            (&c.a_dims, locs[1]),
+            (&c.b_dims, locs[2]),
+        ] {
+            if let Place::Mem(mem) = l.place
+                && mem != self.info.home
+            {
+                let bytes =
+                    Contraction::shape(d, mnk).iter().product::<i64>() * l.dtype.bytes() as i64;
+                if bytes > budget(mem) {
+                    return Err(format!(
+                        "a {tm}x{tn}x{tk} tile of `{name}` takes {bytes} bytes of `{}`, more than a quarter of it",
+                        self.e.m.memories[mem.index()].name
+                    ));
+                }
+            }
+        }
+        let op = c
+            .probe(&self.e, mnk)
+            .ok_or_else(|| format!("`{name}` cannot take a {tm}x{tn}x{tk} tile"))?;
+        let (mi, _) = self
+            .e
+            .choose(&op, Some(c.inst))
+            .map_err(|e| format!("`{name}` with a {tm}x{tn}x{tk} tile: {e}"))?;
+        let home = &self.e.m.memories[self.info.home.index()];
+        let (home_lat, home_bw) = (home.latency.value.max(0), home.bandwidth.value.max(1));
+        let occ = self.e.isa.occupancy(self.e.m, &mi).max(1);
+        let (mt, nt, kt) = (
+            machine::cdiv(m, tm),
+            machine::cdiv(n, tn),
+            machine::cdiv(k, tk),
+        );
+        let moved = |dims: &[Role], l: Loc| match l.place {
+            Place::Mem(x) if x == self.info.home => 0,
+            _ => Contraction::shape(dims, mnk).iter().product::<i64>() * l.dtype.bytes() as i64,
+        };
+        let (a_step, b_step) = (moved(&c.a_dims, locs[1]), moved(&c.b_dims, locs[2]));
+        let reuse = self.opts.operand_reuse;
+        let out_bytes = tm * tn * 4;
+        let base = mt * nt * kt * (occ + home_lat) + mt * nt * (home_lat + out_bytes / home_bw);
+        // Bytes of A and B brought in over the whole product, in each order.
+        let a_all = mt * nt * kt * a_step;
+        let b_all = mt * nt * kt * b_step;
+        let rows = base + (if reuse { mt * kt * a_step } else { a_all } + b_all) / home_bw;
+        let cols = base + (a_all + if reuse { nt * kt * b_step } else { b_all }) / home_bw;
+        Ok(Estimate { mnk, rows, cols })
     }
 
     /// A constant operand of a contraction packed at home for tile access:
@@ -476,12 +641,16 @@ impl Lowerer<'_> {
             self.zero(&t_val, &shape, locs[0])?;
         }
         // A run of A staged for an earlier tile of the same rows serves this one too.
+        // A run of B staged for an earlier tile of the same columns, likewise.
         let mut staged: [Option<Staged>; 2] = [
             self.kept_a
                 .take()
                 .filter(|(at, _)| *at == (b, r, h))
                 .map(|(_, s)| s),
-            None,
+            self.kept_b
+                .take()
+                .filter(|(at, _)| *at == (b, c, w))
+                .map(|(_, s)| s),
         ];
         let mut kk = 0;
         let mut first = true;
@@ -531,10 +700,12 @@ impl Lowerer<'_> {
                 Err(e) => return Err(first_err.unwrap_or(e)),
             }
         }
-        if self.opts.operand_reuse
-            && let [Some(a), _] = staged
-        {
-            self.kept_a = Some(((b, r, h), a));
+        if self.opts.operand_reuse {
+            let [a, bs] = staged;
+            self.kept_a = a.map(|a| ((b, r, h), a));
+            self.kept_b = bs
+                .filter(|_| p.order == Order::Cols)
+                .map(|s| ((b, c, w), s));
         }
         Ok(t_val)
     }

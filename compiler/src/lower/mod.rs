@@ -32,6 +32,7 @@ mod copy;
 pub mod emit;
 pub mod fuse;
 pub mod machine;
+pub mod mapping;
 mod matmul;
 pub mod ops;
 mod reduce;
@@ -47,6 +48,7 @@ use isa_specs::model::{DType, MemId, OperandKind};
 use isa_specs::program::{DataSegment, Program, TensorDesc};
 use isa_specs::target::{Bundle, MInst};
 use machine::{Info, Loc, Place};
+use mapping::{Mappings, Order, SpaceEntry};
 use ops::{Contraction, Ew, Step};
 use std::collections::HashMap;
 
@@ -104,6 +106,8 @@ pub struct Compiled {
     pub region_stats: Vec<RegionStats>,
     /// What the compiler chose not to do, and why (an attention not kept on chip).
     pub notes: Vec<String>,
+    /// Each matrix product's tuning space and the mapping compiled ([`mapping`]).
+    pub space: Vec<SpaceEntry>,
 }
 
 /// The roofline bound of a compiled model: neither the compute units nor the
@@ -254,6 +258,12 @@ struct Lowerer<'a> {
     /// The run of a product's `A` staged for the last tile, by `(batch, row, rows)`:
     /// the next tile of the same rows reads it again instead of loading it.
     kept_a: Option<((usize, i64, i64), matmul::Staged)>,
+    /// The run of its `B` staged for the last tile, by `(batch, column, columns)`.
+    kept_b: Option<((usize, i64, i64), matmul::Staged)>,
+    /// Mappings of products given from outside.
+    mappings: &'a Mappings,
+    /// The tuning space of each product compiled, in program order.
+    space: Vec<SpaceEntry>,
 }
 
 /// What one fused region does: the work and the traffic its roofline bound
@@ -316,6 +326,10 @@ pub struct Options {
     /// The scheduler lets what follows an asynchronous transfer move above
     /// it where nothing depends on it ([`sched::Rules`]).
     pub overlap_transfers: bool,
+    /// The tile search also weighs visiting output tiles column block by
+    /// column block (the weights' runs stay on chip, the inputs stream)
+    /// against row block by row block ([`mapping::Order`]).
+    pub order_search: bool,
 }
 
 impl Default for Options {
@@ -327,9 +341,13 @@ impl Default for Options {
             pipeline_tiles: true,
             spread_buffers: true,
             overlap_transfers: true,
+            order_search: true,
         }
     }
 }
+
+/// How many of a product's next-best mappings are tried when the best fails.
+const FALLBACK_MAPPINGS: usize = 3;
 
 /// Compiles a graph for machine `m` of target `t` with every optimisation on.
 pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, LowerError> {
@@ -348,13 +366,34 @@ pub fn compile_with(
     g: &Graph,
     opts: Options,
 ) -> Result<Compiled, LowerError> {
-    match compile_once(t, m, g, opts) {
+    compile_mapped(t, m, g, opts, &Mappings::default())
+}
+
+/// [`compile_with`], with the mappings of some matrix products given (by
+/// node name; see [`mapping`]): a mapping the machine cannot take is an
+/// error naming the node and the reason.
+pub fn compile_mapped(
+    t: &targets::Target,
+    m: &Machine,
+    g: &Graph,
+    opts: Options,
+    mappings: &Mappings,
+) -> Result<Compiled, LowerError> {
+    if let Some(want) = &mappings.target
+        && *want != m.name
+    {
+        return Err(err(format!(
+            "the mappings given were chosen for `{want}`, not `{}`",
+            m.name
+        )));
+    }
+    match compile_once(t, m, g, opts, mappings) {
         Err(e) if opts.fuse_attention && !fuse::attention(&canon_for(t, m, g)?).is_empty() => {
             let plain = Options {
                 fuse_attention: false,
                 ..opts
             };
-            let mut c = compile_once(t, m, g, plain)?;
+            let mut c = compile_once(t, m, g, plain, mappings)?;
             c.notes.push(format!("attention not kept on chip: {e}"));
             Ok(c)
         }
@@ -378,12 +417,22 @@ fn compile_once(
     m: &Machine,
     g: &Graph,
     opts: Options,
+    mappings: &Mappings,
 ) -> Result<Compiled, LowerError> {
     crate::ir::verify(g)
         .map_err(|e| err(format!("the graph fails the IR verifier: {}", e.join("; "))))?;
     let info = Info::new(m).map_err(err)?;
     let prepared = canon_for(t, m, g)?;
     let g = &prepared;
+    if let Some(missing) = mappings.mappings.keys().find(|k| {
+        !g.nodes
+            .iter()
+            .any(|n| n.name == **k && matches!(n.op, Op::MatMul))
+    }) {
+        return Err(err(format!(
+            "a mapping is given for `{missing}`, which is not a matrix product of the model (`--emit space` lists them)"
+        )));
+    }
     let home_mem = info.home;
     let loadable = |dt: DType| {
         let here = Loc {
@@ -419,6 +468,9 @@ fn compile_once(
         region_groups: Vec::new(),
         opts,
         kept_a: None,
+        kept_b: None,
+        mappings,
+        space: Vec::new(),
     };
     if opts.fuse_attention {
         l.attentions = fuse::attention(g).into_iter().map(|a| (a, true)).collect();
@@ -1093,43 +1145,74 @@ impl Lowerer<'_> {
         }
         // Tiles of the exact matrix size may leave operand rows the machine's
         // copies cannot align; whole aligned tiles (zero-padded) can; failing
-        // that, the decomposed product.
+        // that, the decomposed product. Where the best mapping by estimate
+        // fails, the next few of the tuning space are tried before giving up
+        // on a tiling (unless the mapping was given).
         let mut first: Option<LowerError> = None;
-        let mut tried: Vec<(i64, i64, i64, bool)> = Vec::new();
+        let mut tried: Vec<(i64, i64, i64, bool, Order)> = Vec::new();
         for tiling in [
             matmul::Tiling::Exact,
             matmul::Tiling::Aligned,
             matmul::Tiling::Decomposed,
         ] {
-            let Ok(p) = self.plan_matmul(root, tiling) else {
+            let Ok(best) = self.plan_matmul(root, tiling, None) else {
                 continue;
             };
-            let key = (p.tm, p.tn, p.tk, p.decomposed.is_some());
-            if tried.contains(&key) && !p.whole_tiles {
-                continue;
-            }
-            tried.push(key);
-            // Everything an attempt adds is undone if it fails: code, data, packing caches.
-            let cp = self.e.checkpoint();
-            let data = self.data.len();
-            let packed = (self.packed.clone(), self.packed_panels.clone());
-            let bufs = self.e.bufs.len();
-            let result = self
-                .region_tiles(&Some(p), &plan, root_input, out, &out_home)
-                .and_then(|()| self.fits_on_chip(bufs));
-            match result {
-                Ok(()) => return Ok(()),
-                Err(e) => {
-                    self.e.rollback(cp);
-                    self.data.truncate(data);
-                    (self.packed, self.packed_panels) = packed;
-                    first.get_or_insert(e);
+            let alternatives: Vec<mapping::Mapping> = match &best.space {
+                Some(s) if !s.given => s
+                    .ranked
+                    .iter()
+                    .map(|r| r.mapping.clone())
+                    .filter(|x| *x != s.chosen)
+                    .take(FALLBACK_MAPPINGS)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let mut next = Some(best);
+            let mut alternatives = alternatives.into_iter();
+            while let Some(p) = next.take().or_else(|| {
+                alternatives.find_map(|x| {
+                    self.plan_matmul(root, tiling, Some(&x)).ok().map(|mut p| {
+                        if let Some(s) = &mut p.space {
+                            s.given = false;
+                        }
+                        p
+                    })
+                })
+            }) {
+                let key = (p.tm, p.tn, p.tk, p.decomposed.is_some(), p.order);
+                if tried.contains(&key) && !p.whole_tiles {
+                    continue;
+                }
+                tried.push(key);
+                // Everything an attempt adds is undone if it fails: code, data, packing caches.
+                let cp = self.e.checkpoint();
+                let data = self.data.len();
+                let packed = (self.packed.clone(), self.packed_panels.clone());
+                let bufs = self.e.bufs.len();
+                let space = p.space.clone();
+                let result = self
+                    .region_tiles(&Some(p), &plan, root_input, out, &out_home)
+                    .and_then(|()| self.fits_on_chip(bufs));
+                match result {
+                    Ok(()) => {
+                        self.space.extend(space);
+                        return Ok(());
+                    }
+                    Err(e) => {
+                        self.e.rollback(cp);
+                        self.data.truncate(data);
+                        (self.packed, self.packed_panels) = packed;
+                        first.get_or_insert(e);
+                    }
                 }
             }
         }
         match first {
             Some(e) => Err(e),
-            None => self.plan_matmul(root, matmul::Tiling::Exact).map(|_| ()),
+            None => self
+                .plan_matmul(root, matmul::Tiling::Exact, None)
+                .map(|_| ()),
         }
     }
 
@@ -1144,6 +1227,7 @@ impl Lowerer<'_> {
     ) -> Result<(), LowerError> {
         let (rows, cols) = (out_home.rows, out_home.cols);
         self.kept_a = None;
+        self.kept_b = None;
         // Tile sizes: the contraction's, or a budget of the smallest on-chip memory.
         let (th, tw) = match &mm {
             Some(p) => (p.tm, p.tn),
@@ -1172,31 +1256,42 @@ impl Lowerer<'_> {
             _ => 0,
         };
         let mut pending: std::collections::VecDeque<(Val, i64, i64, i64, i64)> = Default::default();
+        // Output tiles `(row, rows, column, columns)` of one batch, in the
+        // product's visiting order.
+        let blocks = |total: i64, size: i64| -> Vec<(i64, i64)> {
+            (0..total)
+                .step_by(size.max(1) as usize)
+                .map(|x| (x, size.min(total - x)))
+                .collect()
+        };
+        let (row_blocks, col_blocks) = (blocks(batch_rows, th), blocks(cols, tw));
+        let tiles: Vec<(i64, i64, i64, i64)> = match mm.as_ref().map(|p| p.order) {
+            Some(Order::Cols) => col_blocks
+                .iter()
+                .flat_map(|&(c, w)| row_blocks.iter().map(move |&(r, h)| (r, h, c, w)))
+                .collect(),
+            _ => row_blocks
+                .iter()
+                .flat_map(|&(r, h)| col_blocks.iter().map(move |&(c, w)| (r, h, c, w)))
+                .collect(),
+        };
         for b in 0..batches {
-            let mut r = 0;
-            while r < batch_rows {
-                let h = th.min(batch_rows - r);
-                let mut c = 0;
-                while c < cols {
-                    let w = tw.min(cols - c);
-                    let row0 = b * batch_rows + r;
-                    let input = match (&mm, root_input) {
-                        (Some(p), _) if p.decomposed.is_some() => {
-                            self.scaled_rows_tile(p, b as usize, r, c, w)?
-                        }
-                        (Some(p), _) => self.matmul_tile(p, b as usize, r, c, h, w)?,
-                        (None, Some(v)) => self.operand_tile(v, out, row0, c, h, w)?,
-                        (None, None) => return Err(err("region without input")),
-                    };
-                    pending.push_back((input, row0, c, h, w));
-                    while pending.len() > lag {
-                        if let Some(t) = pending.pop_front() {
-                            self.tile_epilogue(plan, out, out_home, t)?;
-                        }
+            for &(r, h, c, w) in &tiles {
+                let row0 = b * batch_rows + r;
+                let input = match (&mm, root_input) {
+                    (Some(p), _) if p.decomposed.is_some() => {
+                        self.scaled_rows_tile(p, b as usize, r, c, w)?
                     }
-                    c += w;
+                    (Some(p), _) => self.matmul_tile(p, b as usize, r, c, h, w)?,
+                    (None, Some(v)) => self.operand_tile(v, out, row0, c, h, w)?,
+                    (None, None) => return Err(err("region without input")),
+                };
+                pending.push_back((input, row0, c, h, w));
+                while pending.len() > lag {
+                    if let Some(t) = pending.pop_front() {
+                        self.tile_epilogue(plan, out, out_home, t)?;
+                    }
                 }
-                r += h;
             }
         }
         while let Some(t) = pending.pop_front() {
@@ -1566,6 +1661,7 @@ impl Lowerer<'_> {
             min_home_bytes,
             region_stats,
             notes: Vec::new(),
+            space: self.space,
         })
     }
 }
