@@ -7,7 +7,8 @@
 //! each with an independent checker (`memplan`, `regalloc`, `sched`); and
 //! `run`, which compiles, simulates and compares with the oracle (and
 //! reports each region's efficiency; `roofline` plots it); and `bench`,
-//! the performance regression suite behind `tessera bench`.
+//! the performance regression suite behind `tessera bench`; `tune`, which
+//! picks the products' mappings by measuring them on the simulator (`--tune`).
 //! The `tessera` binary (`src/main.rs`, `src/cli/`) is the command-line front end.
 
 pub mod bench;
@@ -20,3 +21,4 @@ pub mod regalloc;
 pub mod roofline;
 pub mod run;
 pub mod sched;
+pub mod tune;

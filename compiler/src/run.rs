@@ -245,24 +245,21 @@ pub fn run_with(
     expected: Option<&[Tensor]>,
     opts: lower::Options,
 ) -> Result<RunResult, RunError> {
-    if inputs.len() != g.inputs.len() {
-        return Err(RunError::Inputs(format!(
-            "the model takes {} inputs, {} given",
-            g.inputs.len(),
-            inputs.len()
-        )));
-    }
-    for (v, x) in g.inputs.iter().zip(inputs) {
-        if x.ty.shape != g.ty(*v).shape {
-            return Err(RunError::Inputs(format!(
-                "input `{}` has shape {:?}, the model wants {:?}",
-                g.values[v.index()].name,
-                x.ty.shape,
-                g.ty(*v).shape
-            )));
-        }
-    }
+    check_inputs(g, inputs)?;
     let compiled = lower::compile_with(t, m, g, opts).map_err(RunError::Lower)?;
+    run_compiled(t, m, g, compiled, inputs, expected)
+}
+
+/// [`run`] of a program already compiled from `g` (with chosen mappings, or tuned).
+pub fn run_compiled(
+    t: &targets::Target,
+    m: &Machine,
+    g: &Graph,
+    compiled: lower::Compiled,
+    inputs: &[Tensor],
+    expected: Option<&[Tensor]>,
+) -> Result<RunResult, RunError> {
+    check_inputs(g, inputs)?;
     let reference = interp::run(g, inputs).map_err(RunError::Interp)?;
     let bytes: Vec<(String, Vec<u8>)> = compiled
         .program
@@ -340,6 +337,28 @@ pub fn run_with(
         compute_dtype: dt,
         regions,
     })
+}
+
+/// Whether `inputs` are as many as the model's inputs, of their shapes.
+fn check_inputs(g: &Graph, inputs: &[Tensor]) -> Result<(), RunError> {
+    if inputs.len() != g.inputs.len() {
+        return Err(RunError::Inputs(format!(
+            "the model takes {} inputs, {} given",
+            g.inputs.len(),
+            inputs.len()
+        )));
+    }
+    for (v, x) in g.inputs.iter().zip(inputs) {
+        if x.ty.shape != g.ty(*v).shape {
+            return Err(RunError::Inputs(format!(
+                "input `{}` has shape {:?}, the model wants {:?}",
+                g.values[v.index()].name,
+                x.ty.shape,
+                g.ty(*v).shape
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `(max abs error, max error relative to the largest reference magnitude, within tolerance)`.

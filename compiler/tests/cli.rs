@@ -733,3 +733,81 @@ fn a_reader_that_stops_early_ends_the_command_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
 }
+
+#[test]
+fn emitted_mappings_read_back_and_bad_ones_are_refused() {
+    let dir = std::env::temp_dir().join(format!("tessera-cli-mappings-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let model = "examples/mlp_small/model.onnx";
+    let out = tessera(&[
+        "compile",
+        model,
+        "-t",
+        "vliw-systolic",
+        "--emit",
+        "mappings,space",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["space"]["products"].as_array().map(Vec::len), Some(2));
+    let file = dir.join("m.json");
+    std::fs::write(
+        &file,
+        serde_json::to_string(&json["mappings"]).expect("json"),
+    )
+    .expect("write");
+    let f = file.to_string_lossy().into_owned();
+    // Read back on the machine they were chosen for: the same program.
+    let a = tessera(&["compile", model, "-t", "vliw-systolic", "--emit", "asm"]);
+    let b = tessera(&[
+        "compile",
+        model,
+        "-t",
+        "vliw-systolic",
+        "--emit",
+        "asm",
+        "--mapping",
+        &f,
+    ]);
+    assert_eq!(
+        b.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&b.stderr)
+    );
+    assert_eq!(a.stdout, b.stdout);
+    // Another machine refuses them (exit 1, the reason given).
+    let c = tessera(&["compile", model, "-t", "simd-dsp", "--mapping", &f]);
+    assert_eq!(c.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&c.stderr).contains("chosen for `vliw-systolic`"));
+    // Malformed JSON is a usage error, located.
+    std::fs::write(&file, "{\"mappings\": {").expect("write");
+    let d = tessera(&["compile", model, "-t", "vliw-systolic", "--mapping", &f]);
+    assert_eq!(d.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&d.stderr).contains("line 1"));
+    // --tune reports what it did.
+    let e = tessera(&[
+        "run",
+        model,
+        "-t",
+        "simd-dsp",
+        "--tune",
+        "--tune-budget",
+        "5",
+    ]);
+    assert_eq!(
+        e.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&e.stderr)
+    );
+    assert!(String::from_utf8_lossy(&e.stdout).contains("tuned "));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -6,7 +6,9 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use compiler::ir::{Graph, Tensor};
 use compiler::lower::Compiled;
+use compiler::lower::mapping::Mappings;
 use compiler::run::{RegionRun, RunError, RunResult};
+use compiler::tune::TuneReport;
 use isa_specs::Machine;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -25,6 +27,114 @@ pub enum Stage {
     Schedule,
     /// Regions, instruction counts, buffer use and the roofline bound.
     Report,
+    /// Each matrix product's tuning space: the contraction instructions and
+    /// the tile sizes each accepts, the visiting orders, the best mappings by
+    /// estimate, and the mapping compiled (JSON; for scripts that search it).
+    Space,
+    /// The mapping compiled for each matrix product, as `--mapping` reads it back.
+    Mappings,
+}
+
+/// How the mappings of matrix products are chosen.
+#[derive(Debug, Args, Clone)]
+pub struct TuneArgs {
+    /// Compile the matrix products with these mappings (JSON, as
+    /// `--emit mappings` writes it, by node name); the others get the
+    /// compiler's choice. A mapping the machine cannot take is an error.
+    #[arg(long, value_name = "FILE.json", conflicts_with = "tune")]
+    mapping: Option<PathBuf>,
+    /// Choose the mappings by measuring each product's best candidates (by
+    /// estimate) on the timing-only simulator, within --tune-budget; never
+    /// slower than the compiler's own choice.
+    #[arg(long)]
+    tune: bool,
+    /// Seconds --tune may spend (it stops starting rounds after that).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    tune_budget: f64,
+    /// Alternative mappings --tune measures per product, at most.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    tune_candidates: usize,
+}
+
+impl TuneArgs {
+    /// Compiles `g` as these arguments ask: with the compiler's mappings, the
+    /// ones given, or tuned (then with the tuning report).
+    fn compile(
+        &self,
+        t: &'static targets::Target,
+        m: &Machine,
+        g: &Graph,
+        opts: compiler::lower::Options,
+    ) -> anyhow::Result<Result<(Compiled, Option<TuneReport>), compiler::lower::LowerError>> {
+        if self.tune {
+            let budget = compiler::tune::Budget {
+                time: std::time::Duration::from_secs_f64(self.tune_budget.max(0.0)),
+                candidates: self.tune_candidates,
+            };
+            return Ok(compiler::tune::tune(t, m, g, opts, budget).map(|(c, r)| (c, Some(r))));
+        }
+        let mappings = match &self.mapping {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                Mappings::from_json(&text)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+            }
+            None => Mappings::default(),
+        };
+        Ok(compiler::lower::compile_mapped(t, m, g, opts, &mappings).map(|c| (c, None)))
+    }
+}
+
+/// The mappings compiled, as `--mapping` reads them.
+fn mappings_of(m: &Machine, c: &Compiled) -> Mappings {
+    Mappings {
+        target: Some(m.name.clone()),
+        mappings: c
+            .space
+            .iter()
+            .map(|s| (s.node.clone(), s.chosen.clone()))
+            .collect(),
+    }
+}
+
+/// What tuning did, for people.
+fn tune_text(r: &TuneReport) -> String {
+    let mut s = format!(
+        "tuned       {} -> {} cycles ({:.3}x) in {} evaluations, {:.1} s{}{}\n",
+        r.default_cycles,
+        r.tuned_cycles,
+        r.default_cycles as f64 / r.tuned_cycles.max(1) as f64,
+        r.evaluations,
+        r.seconds,
+        if r.out_of_time {
+            ", stopped by the budget"
+        } else {
+            ""
+        },
+        if r.failed > 0 {
+            format!(", {} compilations refused a mapping", r.failed)
+        } else {
+            String::new()
+        },
+    );
+    if r.mappings.mappings.is_empty() {
+        if let Some(c) = r.combined_cycles {
+            s.push_str(&format!(
+                "  kept the compiler's own mappings: the best measured per product took {c} cycles together\n"
+            ));
+        }
+        return s;
+    }
+    for p in &r.products {
+        if r.mappings.mappings.contains_key(&p.node) {
+            s.push_str(&format!(
+                "  {:<40} {} ({} cycles) -> {} ({} cycles)\n",
+                p.node, p.default, p.default_cycles, p.best, p.best_cycles
+            ));
+        }
+    }
+    s
 }
 
 /// Optimisations that can be switched off, to measure what each buys.
@@ -102,6 +212,8 @@ pub struct CompileArgs {
     roofline: Option<PathBuf>,
     #[command(flatten)]
     opts: OptArgs,
+    #[command(flatten)]
+    tuning: TuneArgs,
 }
 
 /// Arguments of `tessera run`.
@@ -129,6 +241,8 @@ pub struct RunArgs {
     roofline: Option<PathBuf>,
     #[command(flatten)]
     opts: OptArgs,
+    #[command(flatten)]
+    tuning: TuneArgs,
 }
 
 /// Arguments of `tessera demo`.
@@ -187,7 +301,7 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
     let started = std::time::Instant::now();
-    let c = match compiler::lower::compile_with(t, &m, &g, args.opts.options()) {
+    let (c, tuned) = match args.tuning.compile(t, &m, &g, args.opts.options())? {
         Ok(c) => c,
         Err(e) => {
             eprintln!(
@@ -241,12 +355,26 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
             ),
             Stage::Report => {
                 let regions = timed_regions(t, &m, &c);
-                let r = report_json(&m, &c, elapsed.as_secs_f64(), &regions);
-                (
-                    "report",
-                    report_text(&m, &c, elapsed.as_secs_f64(), &regions),
-                    r,
-                )
+                let mut r = report_json(&m, &c, elapsed.as_secs_f64(), &regions);
+                let mut text = report_text(&m, &c, elapsed.as_secs_f64(), &regions);
+                if let Some(tr) = &tuned {
+                    r["tune"] = serde_json::to_value(tr)?;
+                    text.push_str(&tune_text(tr));
+                }
+                ("report", text, r)
+            }
+            Stage::Space => {
+                let value = serde_json::json!({
+                    "target": m.name,
+                    "products": serde_json::to_value(&c.space)?,
+                });
+                let text = serde_json::to_string_pretty(&value)?;
+                ("space", text, value)
+            }
+            Stage::Mappings => {
+                let value = serde_json::to_value(mappings_of(&m, &c))?;
+                let text = serde_json::to_string_pretty(&value)?;
+                ("mappings", text, value)
             }
         };
         match args.format {
@@ -614,8 +742,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         Some(dir) => read_data(dir, &g)?,
         None => (compiler::run::random_inputs(&g, args.seed), None),
     };
-    let result =
-        compiler::run::run_with(t, &m, &g, &inputs, expected.as_deref(), args.opts.options());
+    let (result, tuned) = match args.tuning.compile(t, &m, &g, args.opts.options())? {
+        Ok((c, tuned)) => (
+            compiler::run::run_compiled(t, &m, &g, c, &inputs, expected.as_deref()),
+            tuned,
+        ),
+        Err(e) => (Err(RunError::Lower(e)), None),
+    };
+    if let Some(tr) = &tuned
+        && args.format == Format::Human
+    {
+        print!("{}", tune_text(tr));
+    }
     finish_run(
         &m,
         result,

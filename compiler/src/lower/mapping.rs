@@ -70,9 +70,19 @@ pub struct Mappings {
 }
 
 impl Mappings {
-    /// Mappings read from JSON (as `--emit mappings` writes them).
+    /// Mappings read from JSON: the object itself, or the output of
+    /// `tessera compile --emit mappings --format json` holding it.
     pub fn from_json(text: &str) -> Result<Mappings, String> {
+        #[derive(Deserialize)]
+        struct Emitted {
+            mappings: Mappings,
+        }
         serde_json::from_str(text)
+            .or_else(|e| {
+                serde_json::from_str::<Emitted>(text)
+                    .map(|x| x.mappings)
+                    .map_err(|_| e)
+            })
             .map_err(|e| format!("line {}, column {}: {e}", e.line(), e.column()))
     }
 }

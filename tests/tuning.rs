@@ -1,0 +1,200 @@
+//! The tuning space of matrix products (`compiler::lower::mapping`): every
+//! point it lists compiles and computes the same result, mappings given from
+//! outside are used or refused with the reason, and `--tune`
+//! (`compiler::tune`) never makes a model slower.
+
+use compiler::ir::Graph;
+use compiler::lower::mapping::{Mapping, Mappings, Order};
+use compiler::lower::{self, Options};
+use std::collections::BTreeMap;
+
+fn example(name: &str) -> Graph {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    let mut g = compiler::onnx::import_file(dir.join("model.onnx")).expect("import");
+    compiler::interp::fold_constants(&mut g);
+    g
+}
+
+fn given(target: &str, node: &str, x: Mapping) -> Mappings {
+    Mappings {
+        target: Some(target.to_owned()),
+        mappings: BTreeMap::from([(node.to_owned(), x)]),
+    }
+}
+
+#[test]
+fn the_space_lists_every_product_with_its_choice_and_ranked_estimates() {
+    let g = example("mlp_medium");
+    for t in targets::all() {
+        let c = lower::compile(t, t.machine(), &g).expect("compiles");
+        assert_eq!(c.space.len(), 3, "{}: one entry per MatMul", t.name());
+        for s in &c.space {
+            assert!(!s.given);
+            assert!(!s.ranked.is_empty() && !s.axes.is_empty(), "{}", t.name());
+            // Best first, and the compiler's choice is a point of the axes.
+            assert!(s.ranked.windows(2).all(|w| w[0].estimate <= w[1].estimate));
+            let axes = s
+                .axes
+                .iter()
+                .find(|a| a.inst == s.chosen.inst)
+                .expect("chosen instruction listed");
+            assert!(
+                axes.tm.contains(&s.chosen.tm)
+                    && axes.tn.contains(&s.chosen.tn)
+                    && axes.tk.contains(&s.chosen.tk)
+            );
+            assert!(s.orders.contains(&s.chosen.order));
+        }
+    }
+}
+
+#[test]
+fn the_compilers_own_mappings_given_back_give_the_same_program() {
+    let g = example("mlp_medium");
+    for t in targets::all() {
+        let m = t.machine();
+        let c = lower::compile(t, m, &g).expect("compiles");
+        let own = Mappings {
+            target: Some(m.name.clone()),
+            mappings: c
+                .space
+                .iter()
+                .map(|s| (s.node.clone(), s.chosen.clone()))
+                .collect(),
+        };
+        let json = serde_json::to_string(&own).expect("serialises");
+        let back = Mappings::from_json(&json).expect("reads back");
+        assert_eq!(back, own);
+        let again = lower::compile_mapped(t, m, &g, Options::default(), &back).expect("compiles");
+        assert_eq!(again.program, c.program, "{}", t.name());
+        assert!(again.space.iter().all(|s| s.given));
+    }
+}
+
+#[test]
+fn ranked_alternatives_compile_and_match_the_interpreter() {
+    let g = example("mlp_small");
+    let inputs = compiler::run::random_inputs(&g, 3);
+    for t in targets::all() {
+        let m = t.machine();
+        let c = lower::compile(t, m, &g).expect("compiles");
+        let mut tried = 0;
+        for s in &c.space {
+            for r in s.ranked.iter().filter(|r| r.mapping != s.chosen).take(3) {
+                let ms = given(&m.name, &s.node, r.mapping.clone());
+                // A point of the space may still fail to lower (an operand
+                // the copies cannot align); it must then say so, not panic.
+                let Ok(alt) = lower::compile_mapped(t, m, &g, Options::default(), &ms) else {
+                    continue;
+                };
+                tried += 1;
+                let run = compiler::run::run_compiled(t, m, &g, alt, &inputs, None).expect("runs");
+                assert!(
+                    run.checks.iter().all(|c| c.ok),
+                    "{} with {}: {:?}",
+                    t.name(),
+                    r.mapping,
+                    run.checks
+                );
+            }
+        }
+        assert!(tried > 0, "{}: no alternative compiled", t.name());
+    }
+}
+
+#[test]
+fn both_orders_compute_the_same_product() {
+    // Column-first keeps the weights' runs on chip across row blocks.
+    let g = compiler::bench::gemm_graph(96, 64, 80);
+    let inputs = compiler::run::random_inputs(&g, 5);
+    for t in targets::all() {
+        let m = t.machine();
+        let c = lower::compile(t, m, &g).expect("compiles");
+        let s = &c.space[0];
+        for order in [Order::Rows, Order::Cols] {
+            let x = Mapping {
+                order,
+                ..s.chosen.clone()
+            };
+            let alt =
+                lower::compile_mapped(t, m, &g, Options::default(), &given(&m.name, &s.node, x))
+                    .unwrap_or_else(|e| panic!("{} {order:?}: {e}", t.name()));
+            assert_eq!(alt.space[0].chosen.order, order);
+            let run = compiler::run::run_compiled(t, m, &g, alt, &inputs, None).expect("runs");
+            assert!(run.checks.iter().all(|c| c.ok), "{} {order:?}", t.name());
+        }
+    }
+}
+
+#[test]
+fn mappings_the_machine_cannot_take_are_refused_with_the_reason() {
+    let g = example("mlp_small");
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let c = lower::compile(t, m, &g).expect("compiles");
+    let s = &c.space[0];
+    let compile = |ms: &Mappings| {
+        lower::compile_mapped(t, m, &g, Options::default(), ms).expect_err("refused")
+    };
+    // A tile larger than the instruction takes.
+    let big = Mapping {
+        tm: 4096,
+        ..s.chosen.clone()
+    };
+    let e = compile(&given(&m.name, &s.node, big));
+    assert_eq!(e.node.as_deref(), Some(s.node.as_str()));
+    assert!(e.message.contains("cannot be used"), "{e}");
+    // An instruction that is not a contraction.
+    let e = compile(&given(
+        &m.name,
+        &s.node,
+        Mapping {
+            inst: "vadd".into(),
+            ..s.chosen.clone()
+        },
+    ));
+    assert!(
+        e.message
+            .contains("`vadd` is not a contraction instruction usable"),
+        "{e}"
+    );
+    // A node that is not a product of the model.
+    let e = compile(&given(&m.name, "no.such.node", s.chosen.clone()));
+    assert!(e.message.contains("`no.such.node`"), "{e}");
+    // Mappings chosen for another machine.
+    let e = compile(&given("simd-dsp", &s.node, s.chosen.clone()));
+    assert!(e.message.contains("chosen for `simd-dsp`"), "{e}");
+    // Malformed JSON is located.
+    let e = Mappings::from_json("{\"mappings\": {\"x\": {\"inst\": 3}}}").expect_err("bad");
+    assert!(e.contains("line 1"), "{e}");
+}
+
+#[test]
+fn tuning_is_never_slower_and_keeps_results_right() {
+    let g = example("mlp_medium");
+    let inputs = compiler::run::random_inputs(&g, 7);
+    for t in targets::all() {
+        let m = t.machine();
+        let budget = compiler::tune::Budget {
+            time: std::time::Duration::from_secs(20),
+            candidates: 3,
+        };
+        let (c, r) = compiler::tune::tune(t, m, &g, Options::default(), budget).expect("tunes");
+        assert!(r.tuned_cycles <= r.default_cycles, "{}: {r:?}", t.name());
+        assert!(r.evaluations >= 1 && r.products.len() == 3);
+        for p in &r.products {
+            assert!(p.best_cycles <= p.default_cycles);
+        }
+        // The kept mappings are what was compiled.
+        for (node, x) in &r.mappings.mappings {
+            let s = c.space.iter().find(|s| s.node == *node).expect("product");
+            assert_eq!(s.chosen, *x);
+        }
+        let timed = compiler::run::timing(t, m, &c).expect("simulates");
+        assert_eq!(timed.cycles, r.tuned_cycles);
+        let run = compiler::run::run_compiled(t, m, &g, c, &inputs, None).expect("runs");
+        assert!(run.checks.iter().all(|c| c.ok), "{}", t.name());
+    }
+}
