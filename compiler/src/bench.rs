@@ -321,6 +321,10 @@ pub struct PairResult {
     /// complete (see `notes`).
     #[serde(default)]
     pub ablation: BTreeMap<String, Option<f64>>,
+    /// With `--tune`: cycles with the compiler's own mappings over cycles
+    /// with the tuned ones (1 or more; the tuned program is checked too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuned: Option<f64>,
     /// Anything else worth knowing (an ablated run that was refused).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -341,6 +345,7 @@ impl PairResult {
             bundles: None,
             error: None,
             ablation: BTreeMap::new(),
+            tuned: None,
             notes: Vec::new(),
         }
     }
@@ -401,6 +406,7 @@ pub fn run_pair(
     w: &Loaded,
     opts: Options,
     ablate: bool,
+    tune: Option<crate::tune::Budget>,
 ) -> PairResult {
     let m = t.machine();
     let mut r = PairResult::empty(name, t.name(), Status::Ok);
@@ -478,6 +484,36 @@ pub fn run_pair(
         add_error(&mut r, bad.join("; "));
     }
     drop(run);
+    if let Some(budget) = tune {
+        let tuned = crate::tune::tune(t, m, &w.graph, opts, budget)
+            .map_err(|e| e.to_string())
+            .and_then(|(c, report)| {
+                run::run_compiled(t, m, &w.graph, c, &w.inputs, None)
+                    .map(|run| (report, run))
+                    .map_err(|e| e.to_string())
+            });
+        match tuned {
+            Ok((report, run)) if run.checks.iter().all(|c| c.ok) => {
+                r.tuned = Some(cycles as f64 / run.report.cycles.max(1) as f64);
+                if report.default_cycles != cycles {
+                    r.notes.push(format!(
+                        "tuning measured {} cycles for the default, the checked run {cycles}",
+                        report.default_cycles
+                    ));
+                }
+            }
+            Ok((_, run)) => {
+                let bad: Vec<String> = run
+                    .checks
+                    .iter()
+                    .filter(|c| !c.ok)
+                    .map(describe_check)
+                    .collect();
+                add_error(&mut r, format!("tuned: {}", bad.join("; ")));
+            }
+            Err(e) => r.notes.push(format!("tuning failed: {e}")),
+        }
+    }
     if ablate {
         for (switch, off) in SWITCHES {
             let mut o = opts;
@@ -567,6 +603,8 @@ pub struct Settings {
     pub options: Options,
     /// Also run with each optimisation of [`SWITCHES`] off.
     pub ablate: bool,
+    /// Also tune each pair's mappings ([`crate::tune`]) within this budget.
+    pub tune: Option<crate::tune::Budget>,
     /// A synthetic workload whose compute bound on a target (its MACs over
     /// the machine's peak MACs per cycle) exceeds this many cycles is
     /// [`Status::Skipped`] there instead of run.
@@ -579,6 +617,7 @@ impl Default for Settings {
             size: Size::Small,
             options: Options::default(),
             ablate: false,
+            tune: None,
             max_bound_cycles: DEFAULT_MAX_BOUND_CYCLES,
         }
     }
@@ -621,7 +660,14 @@ pub fn run_suite(
                 loaded = Some(w.load()?);
             }
             let Some(l) = &loaded else { continue };
-            results.push(run_pair(t, &w.name, l, settings.options, settings.ablate));
+            results.push(run_pair(
+                t,
+                &w.name,
+                l,
+                settings.options,
+                settings.ablate,
+                settings.tune,
+            ));
         }
     }
     Ok(BenchReport {
@@ -705,6 +751,10 @@ pub fn human(report: &BenchReport) -> String {
     ];
     let ablation_headers: Vec<String> = switches.iter().map(|s| format!("no {s}")).collect();
     header.extend(ablation_headers.iter().map(String::as_str));
+    let tuned = report.results.iter().any(|r| r.tuned.is_some());
+    if tuned {
+        header.push("tuned");
+    }
     let mut right = vec![false, false, false];
     right.resize(header.len(), true);
     let rows: Vec<Vec<String>> = report
@@ -730,6 +780,12 @@ pub fn human(report: &BenchReport) -> String {
                     Some(None) => "failed".to_owned(),
                     None => "-".to_owned(),
                 });
+            }
+            if tuned {
+                row.push(
+                    r.tuned
+                        .map_or_else(|| "-".to_owned(), |x| format!("{x:.3}x")),
+                );
             }
             row
         })

@@ -46,6 +46,12 @@ pub struct BenchArgs {
     /// cycles(off) / cycles(on) per optimisation.
     #[arg(long)]
     ablate: bool,
+    /// Also tune each pair's matrix-product mappings on the timing-only
+    /// simulator (as `tessera compile --tune`, this many seconds per pair at
+    /// most) and report cycles(default) / cycles(tuned), checking the tuned
+    /// program's outputs too.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "10")]
+    tune: Option<f64>,
     /// Skip (status `skipped`) a synthetic GEMM on a target where its
     /// compute bound (MACs / peak MACs per cycle) exceeds this many cycles:
     /// on a narrow machine its code alone would take gigabytes.
@@ -169,6 +175,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         size,
         options: args.opts.options(),
         ablate: args.ablate,
+        tune: args.tune.map(|secs| compiler::tune::Budget {
+            time: std::time::Duration::from_secs_f64(secs.max(0.0)),
+            ..compiler::tune::Budget::default()
+        }),
         max_bound_cycles: args.max_bound_cycles,
     };
     let report = bench::run_suite(&workloads, &targets, &settings, |i, n, w, t| {
