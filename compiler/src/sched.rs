@@ -7,17 +7,24 @@
 //! - read after write: the reader issues no earlier than the writer's latency;
 //! - write after write: the later write lands after the earlier one;
 //! - write after read: the writer issues after the reader;
-//! - nothing moves above a wait, a fence, a halt or a signal of a
-//!   synchronous unit; fences, halts and signals of synchronous units stay
-//!   after everything before them (a wait may move up: it only delays);
+//! - nothing moves above a fence, a halt or a signal of a synchronous unit;
+//!   fences, halts and signals of synchronous units stay after everything
+//!   before them;
 //! - an asynchronous transfer stays after the barrier before it; what
 //!   follows it may move above it unless it depends on it through a
 //!   register or memory (its data is only ready after the wait the lowering
-//!   puts before any use, and its buffers stay allocated until that wait).
-//!   With [`Rules::transfers_are_barriers`] nothing moves above a transfer
-//!   either (the conservative rule, kept to measure what overlap buys);
-//!
-//! - a wait comes after the instruction signalling its semaphore has completed.
+//!   puts before any use, and its buffers stay allocated until that wait);
+//! - a wait comes after the instructions signalling its semaphore since the
+//!   previous wait on it have completed, and after that wait; a signal comes
+//!   after the last wait on its semaphore (no wait is satisfied by a later
+//!   transfer). The wait that consumes the last pending signal of a
+//!   semaphore stands for the accesses of the transfers it completes: what
+//!   reads their destination, or writes their source or destination, comes
+//!   after it, and anything else may move above it, so the transfers of
+//!   later tiles are issued while earlier ones are computed (a wait on an
+//!   unknown or a synchronous signaller stays a barrier);
+//! - with [`Rules::transfers_are_barriers`] nothing moves above a transfer
+//!   or a wait (the conservative rule, kept to measure what overlap buys).
 //!
 //! On interlocked machines the empty bundles that spacing leaves are dropped
 //! (the hardware stalls by itself); on exposed machines they stay.
@@ -46,8 +53,12 @@ struct Info {
     busy: u64,
     /// Must come after everything earlier (fences, halts, signals of synchronous units).
     after_all: bool,
-    /// Everything later must come after it (waits, fences, halts, signals, asynchronous transfers).
+    /// Everything later must come after it (fences, halts, signals of
+    /// synchronous units; waits and asynchronous transfers under
+    /// [`Rules::transfers_are_barriers`]).
     before_all: bool,
+    /// Runs on an asynchronous unit (its accesses complete by the wait on its signal).
+    asynchronous: bool,
     reads: Vec<Place>,
     writes: Vec<Place>,
     signals: Vec<(usize, u32)>,
@@ -67,8 +78,9 @@ struct Edge {
 /// Which ordering rules the scheduler and its checker apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rules {
-    /// Nothing moves above an asynchronous transfer (no overlap of the
-    /// instructions after a transfer with it beyond what issue order gives).
+    /// Nothing moves above an asynchronous transfer or a wait (no overlap
+    /// of the instructions after a transfer with it beyond what issue order
+    /// gives, no transfer issued before the wait for an earlier one).
     pub transfers_are_barriers: bool,
 }
 
@@ -106,7 +118,7 @@ fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Vec
                 before_all: (rules.transfers_are_barriers
                     && (unit.asynchronous || !fx.signals.is_empty()))
                     || (!unit.asynchronous && !fx.signals.is_empty())
-                    || !fx.waits.is_empty()
+                    || (rules.transfers_are_barriers && !fx.waits.is_empty())
                     || fx.fence
                     || fx.halt,
                 reads: fx
@@ -123,6 +135,7 @@ fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Vec
                     .collect(),
                 signals: fx.signals.clone(),
                 waits: fx.waits.clone(),
+                asynchronous: unit.asynchronous,
             }
         })
         .collect()
@@ -148,6 +161,9 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
     let mut last_barrier: Option<usize> = None;
     let mut since_all: Vec<usize> = Vec::new();
     let mut signalers: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
+    let mut last_wait: HashMap<(usize, u32), usize> = HashMap::new();
+    let mut consumed: HashMap<(usize, u32), usize> = HashMap::new();
+    let mut pending: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
     for (to, b) in infos.iter().enumerate() {
         // (from, delay, signal) for this instruction; merged per `from` below.
         let mut need: Vec<(usize, u64, bool)> = Vec::new();
@@ -157,11 +173,43 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
         if b.after_all {
             need.extend(since_all.drain(..).map(|f| (f, 1, false)));
         }
+        // The transfers this wait completes: it stands for their accesses
+        // from here on (what touches their data comes after it; anything
+        // else may move above it). A wait on a synchronous unit's signal
+        // stays a barrier.
+        // Signals count: of several pending on one semaphore, only the wait
+        // consuming the last completes them all. A wait follows every
+        // signal since the previous wait on its semaphore (conservatively,
+        // their completion), and that wait.
+        let mut completes: Vec<usize> = Vec::new();
+        let mut unknown = false;
         for w in &b.waits {
             for f in signalers.remove(w).unwrap_or_default() {
                 need.push((f, infos[f].latency, true));
             }
+            if let Some(&prev) = last_wait.get(w) {
+                need.push((prev, 1, false));
+            }
+            let list = pending.get(w).map_or(0, Vec::len);
+            let used = consumed.entry(*w).or_insert(0);
+            *used += 1;
+            if list == 0 {
+                unknown = true;
+            }
+            if *used >= list {
+                completes.extend(pending.remove(w).unwrap_or_default());
+                consumed.remove(w);
+            }
+            // A later signal of this semaphore stays after this wait, so
+            // the wait is not satisfied by a transfer after it.
+            last_wait.insert(*w, to);
         }
+        for sg in &b.signals {
+            if let Some(&w) = last_wait.get(sg) {
+                need.push((w, 1, false));
+            }
+        }
+        let wait_barrier = unknown || completes.iter().any(|&f| !infos[f].asynchronous);
         let dep = |rec: &Record, write: bool, need: &mut Vec<(usize, u64, bool)>| {
             if let Some(f) = rec.writer {
                 need.push((f, infos[f].latency, false));
@@ -191,8 +239,22 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                 }
             }
         }
-        // Record this instruction's accesses (reads first: an instruction reading and writing a place is its writer).
-        for place in &b.reads {
+        // Record this instruction's accesses (reads first: an instruction
+        // reading and writing a place is its writer), and as its own those
+        // of the transfers it completes.
+        let reads: Vec<Place> = b
+            .reads
+            .iter()
+            .chain(completes.iter().flat_map(|&f| &infos[f].reads))
+            .copied()
+            .collect();
+        let writes: Vec<Place> = b
+            .writes
+            .iter()
+            .chain(completes.iter().flat_map(|&f| &infos[f].writes))
+            .copied()
+            .collect();
+        for place in &reads {
             match *place {
                 Place::Reg { file, reg } => regs.entry((file, reg)).or_default().readers.push(to),
                 Place::Mem { mem, start, end } => {
@@ -217,7 +279,7 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                 }
             }
         }
-        for place in &b.writes {
+        for place in &writes {
             match *place {
                 Place::Reg { file, reg } => {
                     regs.insert(
@@ -257,8 +319,9 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
         }
         for sg in &b.signals {
             signalers.entry(*sg).or_default().push(to);
+            pending.entry(*sg).or_default().push(to);
         }
-        if b.before_all {
+        if b.before_all || wait_barrier {
             last_barrier = Some(to);
         }
         since_all.push(to);
