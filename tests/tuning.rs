@@ -198,3 +198,33 @@ fn tuning_is_never_slower_and_keeps_results_right() {
         assert!(run.checks.iter().all(|c| c.ok), "{}", t.name());
     }
 }
+
+#[test]
+fn the_weights_are_loaded_once_across_row_blocks_when_they_fit() {
+    // 512 rows are two row blocks of vliw-systolic's 256-row tiles: the
+    // weights' staged runs serve both, so the home memory is read for the
+    // input once and the (bf16-packed) weights once.
+    let (m_, k, n) = (512, 256, 256);
+    let g = compiler::bench::gemm_graph(m_, k, n);
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let c = lower::compile(t, m, &g).expect("compiles");
+    assert_eq!(c.space[0].chosen.order, Order::Rows);
+    assert!(c.space[0].chosen.tm < m_ as i64, "several row blocks");
+    let r = compiler::run::timing(t, m, &c).expect("simulates");
+    let hbm = r.memories.iter().find(|x| x.name == "hbm").expect("hbm");
+    let once = (m_ * k * 4 + k * n * 2) as u64;
+    assert_eq!(
+        hbm.bytes_read, once,
+        "input f32 + weights bf16, each read once"
+    );
+    // Without operand reuse the weights are read again for every row block.
+    let off = Options {
+        operand_reuse: false,
+        ..Options::default()
+    };
+    let c = lower::compile_with(t, m, &g, off).expect("compiles");
+    let r = compiler::run::timing(t, m, &c).expect("simulates");
+    let hbm = r.memories.iter().find(|x| x.name == "hbm").expect("hbm");
+    assert!(hbm.bytes_read > once, "{} bytes", hbm.bytes_read);
+}

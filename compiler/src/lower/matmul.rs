@@ -504,7 +504,21 @@ impl Lowerer<'_> {
         // Bytes of A and B brought in over the whole product, in each order.
         let a_all = mt * nt * kt * a_step;
         let b_all = mt * nt * kt * b_step;
-        let rows = base + (if reuse { mt * kt * a_step } else { a_all } + b_all) / home_bw;
+        // B's runs stay on chip across row blocks when they all fit.
+        let b_fits = match locs[2].place {
+            Place::Mem(x) if x != self.info.home => {
+                mt > 1
+                    && k * n * locs[2].dtype.bytes() as i64
+                        <= self.e.m.memories[x.index()].size.value / 4
+            }
+            _ => false,
+        };
+        let b_rows = if reuse && b_fits {
+            nt * kt * b_step
+        } else {
+            b_all
+        };
+        let rows = base + (if reuse { mt * kt * a_step } else { a_all } + b_rows) / home_bw;
         let cols = base + (a_all + if reuse { nt * kt * b_step } else { b_all }) / home_bw;
         Ok(Estimate { mnk, rows, cols })
     }
@@ -640,17 +654,15 @@ impl Lowerer<'_> {
             let shape = Contraction::shape(&form.t_dims, (mr, nr, p.tk));
             self.zero(&t_val, &shape, locs[0])?;
         }
-        // A run of A staged for an earlier tile of the same rows serves this one too.
-        // A run of B staged for an earlier tile of the same columns, likewise.
+        // A run of A staged for an earlier tile of the same rows serves this
+        // one too; so does a run of B staged for any earlier tile of the same
+        // columns (the weights stay on chip across row blocks).
         let mut staged: [Option<Staged>; 2] = [
             self.kept_a
                 .take()
                 .filter(|(at, _)| *at == (b, r, h))
                 .map(|(_, s)| s),
-            self.kept_b
-                .take()
-                .filter(|(at, _)| *at == (b, c, w))
-                .map(|(_, s)| s),
+            self.kept_b.get(&(b, c, w)).cloned(),
         ];
         let mut kk = 0;
         let mut first = true;
@@ -703,11 +715,34 @@ impl Lowerer<'_> {
         if self.opts.operand_reuse {
             let [a, bs] = staged;
             self.kept_a = a.map(|a| ((b, r, h), a));
-            self.kept_b = bs
-                .filter(|_| p.order == Order::Cols)
-                .map(|s| ((b, c, w), s));
+            // Column-first visits each column's tiles together: the runs of
+            // earlier columns are not needed again.
+            if p.order == Order::Cols {
+                self.kept_b.retain(|k, _| *k == (b, c, w));
+            }
+            if let Some(s) = bs {
+                self.keep_b((b, c, w), s);
+            }
         }
         Ok(t_val)
+    }
+
+    /// Keeps a staged run of `B` for later tiles of its columns, within a
+    /// quarter of its memory for all the runs kept of a product.
+    fn keep_b(&mut self, key: (usize, i64, i64), s: Staged) {
+        let bytes = |t: &MemTile| (t.rows * t.pitch) as u64 * t.dtype.bytes();
+        let room = self.e.m.memories[s.tile.mem.index()].size.value.max(0) as u64 / 4;
+        let held: u64 = self
+            .kept_b
+            .iter()
+            .filter(|(k, _)| **k != key)
+            .map(|(_, x)| bytes(&x.tile))
+            .sum();
+        if held + bytes(&s.tile) <= room {
+            self.kept_b.insert(key, s);
+        } else {
+            self.kept_b.remove(&key);
+        }
     }
 
     /// One reduction step `kk..kk + kw` of a contraction tile.

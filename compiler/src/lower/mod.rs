@@ -258,8 +258,8 @@ struct Lowerer<'a> {
     /// The run of a product's `A` staged for the last tile, by `(batch, row, rows)`:
     /// the next tile of the same rows reads it again instead of loading it.
     kept_a: Option<((usize, i64, i64), matmul::Staged)>,
-    /// The run of its `B` staged for the last tile, by `(batch, column, columns)`.
-    kept_b: Option<((usize, i64, i64), matmul::Staged)>,
+    /// The runs of its `B` staged for earlier tiles, by `(batch, column, columns)`.
+    kept_b: HashMap<(usize, i64, i64), matmul::Staged>,
     /// Mappings of products given from outside.
     mappings: &'a Mappings,
     /// The tuning space of each product compiled, in program order.
@@ -468,7 +468,7 @@ fn compile_once(
         region_groups: Vec::new(),
         opts,
         kept_a: None,
-        kept_b: None,
+        kept_b: HashMap::new(),
         mappings,
         space: Vec::new(),
     };
@@ -1227,7 +1227,7 @@ impl Lowerer<'_> {
     ) -> Result<(), LowerError> {
         let (rows, cols) = (out_home.rows, out_home.cols);
         self.kept_a = None;
-        self.kept_b = None;
+        self.kept_b.clear();
         // Tile sizes: the contraction's, or a budget of the smallest on-chip memory.
         let (th, tw) = match &mm {
             Some(p) => (p.tm, p.tn),
