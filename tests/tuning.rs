@@ -228,3 +228,26 @@ fn the_weights_are_loaded_once_across_row_blocks_when_they_fit() {
     let hbm = r.memories.iter().find(|x| x.name == "hbm").expect("hbm");
     assert!(hbm.bytes_read > once, "{} bytes", hbm.bytes_read);
 }
+
+#[test]
+fn a_large_transfer_is_spread_over_the_dma_engines() {
+    // vliw-systolic has four DMA engines of 512 bytes per cycle behind a
+    // 1142-byte HBM: a 256-row block of a 512-wide f32 input (512 KiB) goes
+    // as four transfers of 64 rows signalling one semaphore.
+    let g = compiler::bench::gemm_graph(512, 512, 512);
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let c = lower::compile(t, t.machine(), &g).expect("compiles");
+    let loads: Vec<&String> = c
+        .selected
+        .iter()
+        .filter(|l| l.starts_with("dma_ld_f32"))
+        .collect();
+    assert_eq!(loads.len(), 8, "{loads:#?}");
+    assert!(
+        loads.iter().all(|l| l.contains(", 64, 512, 512,")),
+        "{loads:#?}"
+    );
+    let inputs = compiler::run::random_inputs(&g, 9);
+    let run = compiler::run::run_compiled(t, t.machine(), &g, c, &inputs, None).expect("runs");
+    assert!(run.checks.iter().all(|c| c.ok));
+}

@@ -39,6 +39,7 @@ pub const SWITCHES: &[Switch] = &[
     ("spread_buffers", |o| o.spread_buffers = false),
     ("overlap_transfers", |o| o.overlap_transfers = false),
     ("order_search", |o| o.order_search = false),
+    ("spread_transfers", |o| o.spread_transfers = false),
 ];
 
 /// Which set of workloads to run.

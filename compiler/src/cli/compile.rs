@@ -170,6 +170,10 @@ pub struct OptArgs {
     /// inputs streamed) in the tile search.
     #[arg(long)]
     no_order_search: bool,
+    /// Move a large transfer with one engine of an asynchronous unit instead
+    /// of one block of rows per engine.
+    #[arg(long)]
+    no_spread_transfers: bool,
 }
 
 impl OptArgs {
@@ -183,6 +187,7 @@ impl OptArgs {
             spread_buffers: !self.no_spread_buffers,
             overlap_transfers: !self.no_overlap_transfers,
             order_search: !self.no_order_search,
+            spread_transfers: !self.no_spread_transfers,
         }
     }
 }

@@ -18,6 +18,10 @@ pub enum Base {
     Buf(usize),
 }
 
+/// Bytes from which a transfer is spread over the copies of its unit
+/// ([`Emitter::spread_transfer`]): below, one engine's latency dominates.
+pub const SPREAD_TRANSFER_BYTES: i64 = 64 * 1024;
+
 /// A 2-D tile in a memory: `rows` x `cols` elements, rows `pitch` elements apart.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemTile {
@@ -204,6 +208,8 @@ pub struct Emitter<'a> {
     pub isa: &'static dyn Isa,
     /// What the lowering knows about it.
     pub info: &'a Info,
+    /// Large transfers go as one piece per copy of their unit ([`Emitter::spread_transfer`]).
+    pub spread_transfers: bool,
     /// Code so far.
     pub code: Vec<VInst>,
     /// Buffers so far.
@@ -229,6 +235,7 @@ impl<'a> Emitter<'a> {
             m,
             isa,
             info,
+            spread_transfers: true,
             code: Vec::new(),
             bufs: Vec::new(),
             fixups: Vec::new(),
@@ -440,6 +447,48 @@ impl<'a> Emitter<'a> {
             None if why.is_empty() => Err("no instruction has these semantics".to_owned()),
             None => Err(why.join("; ")),
         }
+    }
+
+    /// The transfer of `rows` x `cols` from `src` into `out` by copy `c` as
+    /// one block of rows per copy of its unit, when the unit is asynchronous
+    /// with several copies, the transfer is large (at least
+    /// [`SPREAD_TRANSFER_BYTES`]) and every block is a transfer the
+    /// instruction takes.
+    fn spread_transfer(
+        &self,
+        c: &super::machine::Copy,
+        rows: i64,
+        cols: i64,
+        src: &MemTile,
+        out: &MemTile,
+    ) -> Option<Vec<(TileOp, Vec<Ref>)>> {
+        let unit = &self.m.units[self.m.instructions[c.inst.index()].timing.unit.index()];
+        let copies = unit.count.value.max(1);
+        let bytes = rows * cols * c.to.dtype.bytes() as i64;
+        if !self.spread_transfers
+            || !unit.asynchronous
+            || copies < 2
+            || rows < copies
+            || bytes < SPREAD_TRANSFER_BYTES
+        {
+            return None;
+        }
+        let block = (rows + copies - 1) / copies;
+        let mut ops = Vec::new();
+        let mut r = 0;
+        while r < rows {
+            let h = block.min(rows - r);
+            let op = self.copy_op(
+                c,
+                &Val::Mem(src.view(r, 0, h, cols)),
+                vec![h, cols],
+                Self::mem_tensor(&out.view(r, 0, h, cols), vec![h, cols]),
+            );
+            self.check(&op.0, c.inst).ok()?;
+            ops.push(op);
+            r += h;
+        }
+        Some(ops)
     }
 
     /// Whether instruction `inst` can compute `op`.
@@ -696,6 +745,15 @@ impl<'a> Emitter<'a> {
                             );
                             if self.check(&op.0, c.inst).is_ok() {
                                 ops.push(op);
+                                // A large transfer on an asynchronous unit with
+                                // several copies goes as one piece per copy, so
+                                // the copies share it (one engine alone may be
+                                // slower than the memory).
+                                if let Some(pieces) =
+                                    self.spread_transfer(&c, rows, cols, &src, &out)
+                                {
+                                    ops = pieces;
+                                }
                             }
                         }
                         // Else blocks of as many rows as one transfer takes

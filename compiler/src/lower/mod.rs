@@ -330,6 +330,9 @@ pub struct Options {
     /// column block (the weights' runs stay on chip, the inputs stream)
     /// against row block by row block ([`mapping::Order`]).
     pub order_search: bool,
+    /// A large transfer on an asynchronous unit with several copies (DMA
+    /// engines) goes as one block of rows per copy, so they share it.
+    pub spread_transfers: bool,
 }
 
 impl Default for Options {
@@ -342,6 +345,7 @@ impl Default for Options {
             spread_buffers: true,
             overlap_transfers: true,
             order_search: true,
+            spread_transfers: true,
         }
     }
 }
@@ -472,6 +476,7 @@ fn compile_once(
         mappings,
         space: Vec::new(),
     };
+    l.e.spread_transfers = opts.spread_transfers;
     if opts.fuse_attention {
         l.attentions = fuse::attention(g).into_iter().map(|a| (a, true)).collect();
     }
