@@ -65,6 +65,13 @@ pub fn generate(ctx: &Ctx) -> syn::File {
     };
     let lat = arms(&|i| &i.timing.latency, false);
     let occ = arms(&|i| &i.timing.occupancy, false);
+    let zero = Expr::Int(0);
+    let acc: Vec<TokenStream> = m
+        .instructions
+        .iter()
+        .zip(&variants)
+        .map(|(i, v)| emit_arm(i, v, i.timing.accumulate.as_ref().unwrap_or(&zero), false))
+        .collect();
     let energy = arms(&|i| &i.energy, true);
     syn::parse_quote! {
         use super::inst::Inst;
@@ -86,6 +93,12 @@ pub fn generate(ctx: &Ctx) -> syn::File {
         /// Cycles the unit is busy before it accepts the next operation.
         pub fn occupancy(m: &Machine, inst: &Inst) -> i64 {
             match inst { #(#occ,)* }
+        }
+
+        /// Cycles after issue from which another accumulating instruction
+        /// may accumulate into the register this one writes (0: no forwarding).
+        pub fn accumulate(m: &Machine, inst: &Inst) -> i64 {
+            match inst { #(#acc,)* }
         }
 
         /// Dynamic energy of one execution, in pJ.

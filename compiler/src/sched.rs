@@ -4,7 +4,9 @@
 //! bundles using only the machine model and the generated tables (slots,
 //! units, occupancy, latency through [`isa_specs::target::Isa`]; reads and writes through the
 //! target's generated access sets). Dependencies:
-//! - read after write: the reader issues no earlier than the writer's latency;
+//! - read after write: the reader issues no earlier than the writer's latency
+//!   (an instruction with accumulation forwarding reading or writing a
+//!   register last written by another: after that one's `accumulate` delay);
 //! - write after write: the later write lands after the earlier one;
 //! - write after read: the writer issues after the reader;
 //! - nothing moves above a fence, a halt or a signal of a synchronous unit;
@@ -59,6 +61,9 @@ struct Info {
     before_all: bool,
     /// Runs on an asynchronous unit (its accesses complete by the wait on its signal).
     asynchronous: bool,
+    /// Accumulation forwarding: another accumulating instruction may use the
+    /// registers this one writes this many cycles after it issues (0: none).
+    accumulate: u64,
     reads: Vec<Place>,
     writes: Vec<Place>,
     signals: Vec<(usize, u32)>,
@@ -136,6 +141,7 @@ fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Vec
                 signals: fx.signals.clone(),
                 waits: fx.waits.clone(),
                 asynchronous: unit.asynchronous,
+                accumulate: isa.accumulate(m, i).max(0) as u64,
             }
         })
         .collect()
@@ -227,7 +233,17 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
             match *place {
                 Place::Reg { file, reg } => {
                     if let Some(rec) = regs.get(&(file, reg)) {
-                        dep(rec, write, &mut need);
+                        match rec.writer {
+                            // An accumulation into what an accumulating
+                            // instruction writes: after its forwarding delay.
+                            Some(f) if b.accumulate > 0 && infos[f].accumulate > 0 => {
+                                need.push((f, infos[f].accumulate, false));
+                                if write {
+                                    need.extend(rec.readers.iter().map(|&r| (r, 1, false)));
+                                }
+                            }
+                            _ => dep(rec, write, &mut need),
+                        }
                     }
                 }
                 Place::Mem { mem, start, end } => {

@@ -194,3 +194,37 @@ halt
         compiler::sched::schedule_placed(t, m, &insts, compiler::sched::Rules::default());
     assert!(strict[3] > strict[1], "{strict:?}");
 }
+
+#[test]
+fn accumulations_into_one_accumulator_follow_each_other_at_the_occupancy() {
+    // vliw-systolic's matrix unit forwards partial sums in place
+    // (`accumulate = max(m, k)` in its description): a pass accumulating into
+    // the accumulator the last pass wrote may issue 256 cycles after it, not
+    // 641; a pop of the accumulator still waits for the full latency.
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let pad = "{}\n".repeat(255);
+    let run = |text: &str| {
+        let p = assemble(t.isa(), m, "acc.s", text).expect("assembles");
+        t.simulate(m, &p, &[], &Config::default())
+    };
+    let chained = format!(
+        "mmul_z 256, 128, 128, 128, acc0, @0x0, @0x100000\n{pad}mmul 256, 128, 128, 128, acc0, @0x10000, @0x110000\n{pad}halt\n"
+    );
+    run(&chained).expect("an accumulation 256 cycles later is no hazard");
+    let early_pop = format!(
+        "mmul_z 256, 128, 128, 128, acc0, @0x0, @0x100000\n{pad}mpop 256, 128, 128, acc0, @0x200000\nhalt\n"
+    );
+    let e = run(&early_pop).expect_err("a pop before the latency is a hazard");
+    assert!(e.to_string().contains("acc"), "{e}");
+    // The scheduler spaces the chain by the occupancy and the pop by the latency.
+    let text = "mmul_z 256, 128, 128, 128, acc0, @0x0, @0x100000\nmmul 256, 128, 128, 128, acc0, @0x10000, @0x110000\nmpop 256, 128, 128, acc0, @0x200000\nhalt\n";
+    let p = assemble(t.isa(), m, "chain.s", text).expect("assembles");
+    let insts =
+        compiler::sched::flatten(&target::decode_program(t.isa(), m, &p.code).expect("decodes"));
+    let (bundles, at) =
+        compiler::sched::schedule_placed(t, m, &insts, compiler::sched::Rules::default());
+    compiler::sched::check(t, m, &insts, &bundles).expect("valid schedule");
+    assert_eq!(at[1] - at[0], 256, "{at:?}");
+    assert!(at[2] - at[1] >= 128 + 256 + 128 + 128 + 2, "{at:?}");
+}

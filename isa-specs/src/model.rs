@@ -685,6 +685,13 @@ pub struct Timing {
     pub occupancy: Expr,
     /// Cycles from issue until results are visible.
     pub latency: Expr,
+    /// In-place accumulation forwarding: cycles from issue after which the
+    /// next instruction that also has `accumulate` may read and write the
+    /// register this one writes (a systolic array adds the next pass's
+    /// partial sums as they drain, without waiting for this one's latency).
+    /// Other readers still wait for `latency`. `None`: no forwarding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accumulate: Option<Expr>,
 }
 
 /// How an instruction is encoded.

@@ -626,6 +626,12 @@ pub trait Isa: Send + Sync + std::fmt::Debug {
     fn latency(&self, m: &Machine, inst: &MInst) -> i64;
     /// Cycles the unit stays busy.
     fn occupancy(&self, m: &Machine, inst: &MInst) -> i64;
+    /// Cycles after issue from which another accumulating instruction may
+    /// accumulate into the register this one writes (0: no forwarding; see
+    /// [`crate::model::Timing::accumulate`]).
+    fn accumulate(&self, _m: &Machine, _inst: &MInst) -> i64 {
+        0
+    }
     /// Dynamic energy in pJ.
     fn energy(&self, m: &Machine, inst: &MInst) -> f64;
     /// Instructions whose semantics match a tile operation structurally, with their bindings (see [`crate::select`]).

@@ -313,3 +313,26 @@ fn overrides_change_values_and_unknown_ones_are_errors() {
                 && d.help.as_deref() == Some("did you mean `SRAM`?"))
     );
 }
+
+#[test]
+fn accumulation_forwarding_is_an_expression_and_must_be_positive() {
+    let base = toy();
+    let line = "timing { unit = mxu; slot = s0; occupancy = N; latency = 2 * N + 1; }";
+    assert!(base.contains(line));
+    let with = |acc: &str| base.replace(line, &format!("timing {{ unit = mxu; slot = s0; occupancy = N; latency = 2 * N + 1; accumulate = {acc}; }}"));
+    let ok = isa_specs::load_source("acc.isa", &with("N"), &[]).expect("loads");
+    let timed: Vec<_> = ok
+        .machine
+        .instructions
+        .iter()
+        .filter(|i| i.timing.accumulate.is_some())
+        .collect();
+    assert_eq!(timed.len(), 1);
+    // It survives the RON round trip the registry uses.
+    let ron = ron::to_string(&ok.machine).expect("ron");
+    let back: isa_specs::Machine = ron::from_str(&ron).expect("reads back");
+    assert_eq!(back, ok.machine);
+    let bad = isa_specs::load_source("acc.isa", &with("0"), &[]).expect_err("refused");
+    let text = bad.diagnostics.render_plain(&bad.sources);
+    assert!(text.contains("accumulate"), "{text}");
+}

@@ -109,6 +109,9 @@ macro_rules! target {
                 fn occupancy(m: &isa_specs::Machine, i: &inst::Inst) -> i64 {
                     sched::occupancy(m, i)
                 }
+                fn accumulate(m: &isa_specs::Machine, i: &inst::Inst) -> i64 {
+                    sched::accumulate(m, i)
+                }
                 fn energy(m: &isa_specs::Machine, i: &inst::Inst) -> f64 {
                     sched::energy(m, i)
                 }
@@ -193,6 +196,9 @@ macro_rules! target {
                 }
                 fn occupancy(&self, m: &isa_specs::Machine, i: &isa_specs::target::MInst) -> i64 {
                     Self::typed(m, i).map_or(1, |i| sched::occupancy(m, &i))
+                }
+                fn accumulate(&self, m: &isa_specs::Machine, i: &isa_specs::target::MInst) -> i64 {
+                    Self::typed(m, i).map_or(0, |i| sched::accumulate(m, &i))
                 }
                 fn energy(&self, m: &isa_specs::Machine, i: &isa_specs::target::MInst) -> f64 {
                     Self::typed(m, i).map_or(0.0, |i| sched::energy(m, &i))

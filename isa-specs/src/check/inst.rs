@@ -582,7 +582,7 @@ fn check_timing(
         props,
         format!("the timing of `{inst}`"),
         span,
-        &["unit", "slot", "slots", "occupancy", "latency"],
+        &["unit", "slot", "slots", "occupancy", "latency", "accumulate"],
     );
     let unit_prop = p.get("unit");
     let unit = match p.names(c, "unit").as_deref() {
@@ -642,6 +642,10 @@ fn check_timing(
         }
         Some(q) => positive(c, ops, &q.value, Code::NonPositiveLatency, "latency"),
     };
+    let accumulate = match p.get("accumulate") {
+        None => Some(None),
+        Some(q) => positive(c, ops, &q.value, Code::NonPositiveLatency, "accumulate").map(Some),
+    };
     let (unit, unit_span) = unit?;
     let mut slot_ids = Vec::new();
     for (s, sspan) in &slots {
@@ -699,6 +703,7 @@ fn check_timing(
         slots: slot_ids,
         occupancy: occupancy?,
         latency: latency?,
+        accumulate: accumulate?,
     })
 }
 

@@ -36,6 +36,9 @@ pub trait SimIsa {
     fn latency(m: &Machine, inst: &Self::Inst) -> i64;
     /// Its occupancy in cycles.
     fn occupancy(m: &Machine, inst: &Self::Inst) -> i64;
+    /// Cycles after issue from which another accumulating instruction may
+    /// accumulate into the register it writes (0: no forwarding).
+    fn accumulate(m: &Machine, inst: &Self::Inst) -> i64;
     /// Its dynamic energy in pJ.
     fn energy(m: &Machine, inst: &Self::Inst) -> f64;
     /// Its mnemonic.
@@ -168,6 +171,9 @@ struct Engine<'m> {
     now: u64,
     unit_free: Vec<Vec<u64>>,
     reg_ready: HashMap<(usize, u32), u64>,
+    /// Registers last written by an instruction with accumulation
+    /// forwarding: from when the next accumulating instruction may use them.
+    acc_ready: HashMap<(usize, u32), u64>,
     /// Memory regions a synchronous unit is still writing: (memory, start, end, ready cycle).
     mem_ready: Vec<(usize, i64, i64, u64)>,
     mem_booked: Vec<u64>,
@@ -185,6 +191,15 @@ struct Engine<'m> {
 }
 
 impl Engine<'_> {
+    /// When an instruction with accumulation forwarding `acc` (0: none)
+    /// may access register `(file, reg)` on an interlocked machine.
+    fn reg_time(&self, file: usize, reg: u32, acc: i64) -> u64 {
+        match self.acc_ready.get(&(file, reg)) {
+            Some(t) if acc > 0 => *t,
+            _ => self.reg_ready.get(&(file, reg)).copied().unwrap_or(0),
+        }
+    }
+
     fn err(&self, fault: Fault, pc: usize) -> SimError {
         SimError {
             fault,
@@ -328,6 +343,7 @@ pub fn run<T: SimIsa>(
             .map(|u| vec![0; u.count.value.max(1) as usize])
             .collect(),
         reg_ready: HashMap::new(),
+        acc_ready: HashMap::new(),
         mem_ready: Vec::new(),
         mem_booked: vec![0; m.memories.len()],
         inflight: Vec::new(),
@@ -363,7 +379,7 @@ pub fn run<T: SimIsa>(
             for (bank, idx) in &f.waits {
                 st.sems[*bank][*idx as usize] -= 1;
             }
-            check_hazards(&e, m, f).map_err(|fault| e.err(fault, pc))?;
+            check_hazards(&e, m, f, T::accumulate(m, inst)).map_err(|fault| e.err(fault, pc))?;
             issue::<T>(&mut e, &mut st, m, inst, f, trace.as_mut())
                 .map_err(|fault| e.err(fault, pc))?;
             issued += 1;
@@ -475,7 +491,7 @@ fn issue_time<T: SimIsa>(
             for a in &f.accesses {
                 match a.place {
                     Place::Reg { file, reg } => {
-                        t = t.max(e.reg_ready.get(&(file, reg)).copied().unwrap_or(0));
+                        t = t.max(e.reg_time(file, reg, T::accumulate(m, inst)));
                     }
                     Place::Mem { mem, start, end } => {
                         for &(_, _, _, ready) in e
@@ -520,9 +536,17 @@ fn issue_time<T: SimIsa>(
 }
 
 /// On exposed machines: registers read before they are ready. On every machine: regions an unfinished transfer owns.
-fn check_hazards(e: &Engine<'_>, m: &Machine, f: &Effects) -> Result<(), Fault> {
+/// `acc` is the instruction's accumulation forwarding (0: none).
+fn check_hazards(e: &Engine<'_>, m: &Machine, f: &Effects, acc: i64) -> Result<(), Fault> {
     for a in &f.accesses {
         match a.place {
+            // Accumulating into what an accumulating instruction writes, late enough.
+            Place::Reg { file, reg }
+                if acc > 0
+                    && e
+                        .acc_ready
+                        .get(&(file, reg))
+                        .is_some_and(|t| *t <= e.now) => {}
             Place::Reg { file, reg } if a.write && m.hazards == Hazards::Exposed => {
                 if let Some(ready) = e
                     .reg_ready
@@ -660,6 +684,12 @@ fn issue<T: SimIsa>(
                 e.access_energy += a.bytes as f64 * m.regfiles[file].energy.value;
                 if a.write {
                     e.reg_ready.insert((file, reg), end);
+                    let acc = T::accumulate(m, inst);
+                    if acc > 0 {
+                        e.acc_ready.insert((file, reg), start + acc as u64);
+                    } else {
+                        e.acc_ready.remove(&(file, reg));
+                    }
                 }
             }
         }
