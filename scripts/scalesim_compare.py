@@ -71,7 +71,7 @@ def main():
                     tw, tb, err = sc.tessera_cycles(a.tessera, model, rows, cols, df)
                     if err:
                         fails += 1
-                        lines.append(f"| {m}×{k}×{n} | {rows}×{cols} | {df} | {scomp} | {spre} | error: {err} | | | no |")
+                        lines.append(f"| {m}×{k}×{n} | {rows}×{cols} | {df} | {scomp} | {spre} | {err} | | | no |")
                     else:
                         r = tb / scomp
                         ok = abs(r - 1) <= 0.01
@@ -84,7 +84,7 @@ def main():
                 auto, err = tessera_auto(a.tessera, model, rows, cols)
                 if err:
                     fails += 1
-                    best.append(f"| {m}×{k}×{n} | {rows}×{cols} | {sb[0]} {sb[1]} | {tb3} | error: {err} | | no |")
+                    best.append(f"| {m}×{k}×{n} | {rows}×{cols} | {sb[0]} {sb[1]} | {tb3} | {err} | | no |")
                 else:
                     ok = auto <= sb[1]
                     fails += not ok
