@@ -8,10 +8,12 @@
 //! `run`, which compiles, simulates and compares with the oracle (and
 //! reports each region's efficiency; `roofline` plots it); and `bench`,
 //! the performance regression suite behind `tessera bench`; `tune`, which
-//! picks the products' mappings by measuring them on the simulator (`--tune`).
+//! picks the products' mappings by measuring them on the simulator (`--tune`);
+//! `dse`, design-space exploration over hardware variants (`tessera dse`).
 //! The `tessera` binary (`src/main.rs`, `src/cli/`) is the command-line front end.
 
 pub mod bench;
+pub mod dse;
 pub mod interp;
 pub mod ir;
 pub mod lower;

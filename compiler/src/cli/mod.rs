@@ -3,6 +3,7 @@
 mod bench;
 mod check;
 mod compile;
+mod dse;
 mod program;
 mod sim;
 mod targets;
@@ -69,6 +70,13 @@ enum Command {
     /// check against the reference interpreter; JSON to compare runs.
     #[command(after_help = BENCH_EXIT_CODES)]
     Bench(bench::BenchArgs),
+    /// Design-space exploration: every variant of a sweep file (parameters,
+    /// constraints, alternative machines) on every model, compiled and
+    /// simulated timing-only in parallel; results streamed to JSONL (a rerun
+    /// resumes), reports (CSV, Markdown, JSON) with the Pareto front and each
+    /// parameter's sensitivity; `--shard I/N` and `dse merge` to scale out.
+    #[command(after_help = EXIT_CODES)]
+    Dse(dse::DseArgs),
 }
 
 const COMPILE_EXIT_CODES: &str = "\
@@ -133,6 +141,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => compile::run(&args),
         Command::Demo(args) => compile::demo(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Dse(args) => dse::run(&args),
     }
 }
 

@@ -1,0 +1,708 @@
+//! Design-space exploration: hardware variants × models, evaluated with the
+//! compiler and the timing-only simulator (`tessera dse`).
+//!
+//! A sweep file (RON, `targets/variants/*.ron`) names a base machine, the
+//! values of its parameters to try (lists, ranges, powers of two; their
+//! cartesian product), constraints between them, and alternative machines
+//! (other shipped targets, with their own parameters). [`Sweep::expand`]
+//! gives the variants in a fixed order, each with a stable id. Every
+//! (variant, model) pair is compiled and simulated timing-only
+//! ([`evaluate`]); results are appended to a JSONL file as each finishes, one
+//! complete line each, so a killed run loses nothing written and a rerun
+//! skips the pairs done ([`Results`]). `--shard i/n` runs the pairs whose
+//! index is `i` modulo `n`; merging shards is concatenating their lines, and
+//! the reports are made from the lines alone, sorted, so a merge gives
+//! exactly the report of a single run ([`report`]).
+
+use crate::ir::Graph;
+use crate::lower;
+use crate::run;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Values of one parameter.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Values {
+    /// These values.
+    List(Vec<i64>),
+    /// `start, start + step, …` up to `end` inclusive.
+    Range { start: i64, end: i64, step: i64 },
+    /// The powers of two from `min` to `max` inclusive.
+    Pow2 { min: i64, max: i64 },
+}
+
+impl Values {
+    fn expand(&self) -> Result<Vec<i64>, String> {
+        match self {
+            Values::List(v) if v.is_empty() => Err("an empty list".into()),
+            Values::List(v) => Ok(v.clone()),
+            Values::Range { step, .. } if *step <= 0 => Err("a range needs a positive step".into()),
+            Values::Range { start, end, step } => {
+                let v: Vec<i64> = (*start..=*end).step_by(*step as usize).collect();
+                if v.is_empty() {
+                    Err(format!("the range {start}..={end} is empty"))
+                } else {
+                    Ok(v)
+                }
+            }
+            Values::Pow2 { min, max } => {
+                let v: Vec<i64> = (0..62)
+                    .map(|p| 1i64 << p)
+                    .filter(|x| x >= min && x <= max)
+                    .collect();
+                if v.is_empty() {
+                    Err(format!("no power of two between {min} and {max}"))
+                } else {
+                    Ok(v)
+                }
+            }
+        }
+    }
+}
+
+/// An alternative machine: another shipped target with parameters of its own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Alternative {
+    pub target: String,
+    #[serde(default)]
+    pub params: BTreeMap<String, i64>,
+}
+
+/// A sweep file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    pub name: String,
+    /// The machine whose parameters are swept.
+    pub base: String,
+    /// Parameter values; every combination is a variant.
+    #[serde(default)]
+    pub params: BTreeMap<String, Values>,
+    /// Conditions a variant must meet (`SA_ROWS * SA_COLS <= 65536`), over
+    /// its parameters (swept values, else the machine's defaults).
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    /// Other machines to evaluate beside the sweep.
+    #[serde(default)]
+    pub alternatives: Vec<Alternative>,
+}
+
+/// One machine to evaluate.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Variant {
+    /// `target:NAME=V,NAME=V` (stable: parameters sorted).
+    pub id: String,
+    pub target: String,
+    pub params: BTreeMap<String, i64>,
+}
+
+impl Variant {
+    fn new(target: &str, params: BTreeMap<String, i64>) -> Variant {
+        let p: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        Variant {
+            id: format!("{target}:{}", p.join(",")),
+            target: target.to_owned(),
+            params,
+        }
+    }
+}
+
+/// A sweep expanded: the variants kept and, per constraint, how many it removed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expanded {
+    pub variants: Vec<Variant>,
+    pub filtered: Vec<(String, usize)>,
+}
+
+impl Sweep {
+    /// Reads a sweep file; errors carry the line and column.
+    pub fn parse(text: &str) -> Result<Sweep, String> {
+        ron::from_str(text)
+            .map_err(|e| format!("{}:{}: {}", e.span.start.line, e.span.start.col, e.code))
+    }
+
+    /// Every variant in a fixed order (the cartesian product in parameter
+    /// name order, last name fastest; then the alternatives), less those a
+    /// constraint rules out.
+    pub fn expand(&self) -> Result<Expanded, String> {
+        let base = targets::by_name(&self.base)
+            .ok_or_else(|| format!("unknown base machine `{}`", self.base))?;
+        let defaults: BTreeMap<String, i64> = base
+            .machine()
+            .params
+            .iter()
+            .map(|p| (p.name.clone(), p.value))
+            .collect();
+        let mut axes = Vec::new();
+        for (name, values) in &self.params {
+            if !defaults.contains_key(name) {
+                return Err(format!("`{}` has no parameter `{name}`", self.base));
+            }
+            axes.push((
+                name.clone(),
+                values
+                    .expand()
+                    .map_err(|e| format!("parameter `{name}`: {e}"))?,
+            ));
+        }
+        let constraints: Vec<Expr> = self
+            .constraints
+            .iter()
+            .map(|c| Expr::parse(c).map_err(|e| format!("constraint `{c}`: {e}")))
+            .collect::<Result<_, _>>()?;
+        let mut filtered: Vec<(String, usize)> =
+            self.constraints.iter().map(|c| (c.clone(), 0)).collect();
+        let mut variants = Vec::new();
+        let total: usize = axes.iter().map(|(_, v)| v.len()).product();
+        for mut k in 0..total {
+            let mut params = BTreeMap::new();
+            for (name, values) in axes.iter().rev() {
+                params.insert(name.clone(), values[k % values.len()]);
+                k /= values.len();
+            }
+            let env = |n: &str| params.get(n).or_else(|| defaults.get(n)).copied();
+            let mut keep = true;
+            for (c, f) in constraints.iter().zip(filtered.iter_mut()) {
+                if c.eval(&env)
+                    .map_err(|e| format!("constraint `{}`: {e}", f.0))?
+                    == 0
+                {
+                    f.1 += 1;
+                    keep = false;
+                    break;
+                }
+            }
+            if keep {
+                variants.push(Variant::new(&self.base, params));
+            }
+        }
+        for a in &self.alternatives {
+            if targets::by_name(&a.target).is_none() {
+                return Err(format!("unknown alternative machine `{}`", a.target));
+            }
+            variants.push(Variant::new(&a.target, a.params.clone()));
+        }
+        Ok(Expanded { variants, filtered })
+    }
+}
+
+/// A constraint: integers, parameter names, `+ - * / %`, comparisons,
+/// `&&`, `||`, `!` and parentheses (true is 1, false 0).
+#[derive(Clone, Debug, PartialEq)]
+enum Expr {
+    Num(i64),
+    Name(String),
+    Not(Box<Expr>),
+    Bin(String, Box<Expr>, Box<Expr>),
+}
+
+impl Expr {
+    fn parse(text: &str) -> Result<Expr, String> {
+        let toks = tokens(text)?;
+        let mut p = 0;
+        let e = parse_bin(&toks, &mut p, 0)?;
+        if p != toks.len() {
+            return Err(format!("unexpected `{}`", toks[p]));
+        }
+        Ok(e)
+    }
+
+    fn eval(&self, env: &dyn Fn(&str) -> Option<i64>) -> Result<i64, String> {
+        Ok(match self {
+            Expr::Num(n) => *n,
+            Expr::Name(n) => env(n).ok_or_else(|| format!("no parameter `{n}`"))?,
+            Expr::Not(a) => i64::from(a.eval(env)? == 0),
+            Expr::Bin(op, a, b) => {
+                let (x, y) = (a.eval(env)?, b.eval(env)?);
+                match op.as_str() {
+                    "+" => x.checked_add(y).ok_or("overflow")?,
+                    "-" => x.checked_sub(y).ok_or("overflow")?,
+                    "*" => x.checked_mul(y).ok_or("overflow")?,
+                    "/" | "%" if y == 0 => return Err("division by zero".into()),
+                    "/" => x / y,
+                    "%" => x % y,
+                    "<" => i64::from(x < y),
+                    "<=" => i64::from(x <= y),
+                    ">" => i64::from(x > y),
+                    ">=" => i64::from(x >= y),
+                    "==" => i64::from(x == y),
+                    "!=" => i64::from(x != y),
+                    "&&" => i64::from(x != 0 && y != 0),
+                    _ => i64::from(x != 0 || y != 0),
+                }
+            }
+        })
+    }
+}
+
+const LEVELS: &[&[&str]] = &[
+    &["||"],
+    &["&&"],
+    &["==", "!="],
+    &["<", "<=", ">", ">="],
+    &["+", "-"],
+    &["*", "/", "%"],
+];
+
+fn tokens(text: &str) -> Result<Vec<String>, String> {
+    let c: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        if c[i].is_whitespace() {
+            i += 1;
+        } else if c[i].is_ascii_alphanumeric() || c[i] == '_' {
+            let s = i;
+            while i < c.len() && (c[i].is_ascii_alphanumeric() || c[i] == '_') {
+                i += 1;
+            }
+            out.push(c[s..i].iter().collect());
+        } else {
+            let two: String = c[i..(i + 2).min(c.len())].iter().collect();
+            if ["<=", ">=", "==", "!=", "&&", "||"].contains(&two.as_str()) {
+                out.push(two);
+                i += 2;
+            } else if "+-*/%<>()!".contains(c[i]) {
+                out.push(c[i].to_string());
+                i += 1;
+            } else {
+                return Err(format!("unexpected character `{}`", c[i]));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn parse_bin(t: &[String], p: &mut usize, level: usize) -> Result<Expr, String> {
+    if level == LEVELS.len() {
+        return parse_atom(t, p);
+    }
+    let mut left = parse_bin(t, p, level + 1)?;
+    while *p < t.len() && LEVELS[level].contains(&t[*p].as_str()) {
+        let op = t[*p].clone();
+        *p += 1;
+        let right = parse_bin(t, p, level + 1)?;
+        left = Expr::Bin(op, Box::new(left), Box::new(right));
+    }
+    Ok(left)
+}
+
+fn parse_atom(t: &[String], p: &mut usize) -> Result<Expr, String> {
+    let tok = t.get(*p).ok_or("unexpected end")?.clone();
+    *p += 1;
+    match tok.as_str() {
+        "(" => {
+            let e = parse_bin(t, p, 0)?;
+            if t.get(*p).map(String::as_str) != Some(")") {
+                return Err("missing `)`".into());
+            }
+            *p += 1;
+            Ok(e)
+        }
+        "!" => Ok(Expr::Not(Box::new(parse_atom(t, p)?))),
+        "-" => Ok(Expr::Bin(
+            "-".into(),
+            Box::new(Expr::Num(0)),
+            Box::new(parse_atom(t, p)?),
+        )),
+        _ if tok.chars().all(|c| c.is_ascii_digit()) => {
+            tok.parse().map(Expr::Num).map_err(|e| e.to_string())
+        }
+        _ if tok
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_') =>
+        {
+            Ok(Expr::Name(tok))
+        }
+        _ => Err(format!("unexpected `{tok}`")),
+    }
+}
+
+/// Area of a machine in mm²: units (per copy), memories and register files
+/// as their descriptions give them.
+pub fn area(m: &isa_specs::Machine) -> BTreeMap<String, f64> {
+    let mut a = BTreeMap::new();
+    for u in &m.units {
+        a.insert(
+            format!("unit {}", u.name),
+            u.area.value * u.count.value.max(1) as f64,
+        );
+    }
+    for x in &m.memories {
+        a.insert(format!("memory {}", x.name), x.area.value);
+    }
+    for r in &m.regfiles {
+        a.insert(format!("regfile {}", r.name), r.area.value);
+    }
+    a
+}
+
+/// The outcome of one (variant, model) pair: one JSONL line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub variant: String,
+    pub target: String,
+    pub params: BTreeMap<String, i64>,
+    pub model: String,
+    /// `ok`, `refused` (the machine cannot take the variant or the model) or `failed`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub cycles: u64,
+    #[serde(default)]
+    pub seconds: f64,
+    #[serde(default)]
+    pub energy_j: f64,
+    #[serde(default)]
+    pub area_mm2: f64,
+    /// Per unit, the fraction of cycles busy.
+    #[serde(default)]
+    pub utilisation: BTreeMap<String, f64>,
+    /// Per memory, bytes read and written.
+    #[serde(default)]
+    pub traffic: BTreeMap<String, u64>,
+}
+
+impl Record {
+    fn key(&self) -> (String, String) {
+        (self.variant.clone(), self.model.clone())
+    }
+}
+
+/// Compiles `g` for the variant and simulates it timing-only.
+pub fn evaluate(v: &Variant, model: &str, g: &Graph) -> Record {
+    let mut r = Record {
+        variant: v.id.clone(),
+        target: v.target.clone(),
+        params: v.params.clone(),
+        model: model.to_owned(),
+        status: "ok".into(),
+        error: None,
+        cycles: 0,
+        seconds: 0.0,
+        energy_j: 0.0,
+        area_mm2: 0.0,
+        utilisation: BTreeMap::new(),
+        traffic: BTreeMap::new(),
+    };
+    let Some(t) = targets::by_name(&v.target) else {
+        r.status = "refused".into();
+        r.error = Some(format!("unknown machine `{}`", v.target));
+        return r;
+    };
+    let overrides: Vec<(String, i64)> = v.params.iter().map(|(k, x)| (k.clone(), *x)).collect();
+    let m = match t.with_params(&overrides) {
+        Ok(m) => m,
+        Err(e) => {
+            r.status = "refused".into();
+            // The description's diagnostics, on one line.
+            r.error = Some(
+                e.to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+            return r;
+        }
+    };
+    r.area_mm2 = area(&m).values().sum();
+    let c = match lower::compile(t, &m, g) {
+        Ok(c) => c,
+        Err(e) => {
+            r.status = "refused".into();
+            r.error = Some(e.to_string());
+            return r;
+        }
+    };
+    match run::timing(t, &m, &c) {
+        Ok(rep) => {
+            r.cycles = rep.cycles;
+            r.seconds = rep.seconds;
+            r.energy_j = rep.energy_pj * 1e-12;
+            r.utilisation = rep
+                .units
+                .iter()
+                .map(|u| (u.name.clone(), u.utilisation))
+                .collect();
+            for x in &rep.memories {
+                r.traffic.insert(format!("{} read", x.name), x.bytes_read);
+                r.traffic
+                    .insert(format!("{} written", x.name), x.bytes_written);
+            }
+        }
+        Err(e) => {
+            r.status = "failed".into();
+            r.error = Some(e.to_string());
+        }
+    }
+    r
+}
+
+/// The JSONL file of a run: records read back (a torn last line, from a
+/// killed run, is cut off), and new ones appended one complete line at a time.
+#[derive(Debug)]
+pub struct Results {
+    path: PathBuf,
+    pub records: Vec<Record>,
+}
+
+impl Results {
+    /// Opens (or starts) `path`.
+    pub fn open(path: &Path) -> Result<Results, String> {
+        let mut records = Vec::new();
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let mut good = 0;
+            for line in text.split_inclusive('\n') {
+                match (
+                    line.ends_with('\n'),
+                    serde_json::from_str::<Record>(line.trim_end()),
+                ) {
+                    (true, Ok(r)) => {
+                        records.push(r);
+                        good += line.len();
+                    }
+                    _ => break,
+                }
+            }
+            if good < text.len() {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                f.set_len(good as u64)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+        Ok(Results {
+            path: path.to_owned(),
+            records,
+        })
+    }
+
+    /// The pairs already done.
+    pub fn done(&self) -> BTreeSet<(String, String)> {
+        self.records.iter().map(Record::key).collect()
+    }
+
+    /// Appends one record and flushes it.
+    pub fn append(&mut self, r: Record) -> Result<(), String> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let line = serde_json::to_string(&r).map_err(|e| e.to_string())? + "\n";
+        f.write_all(line.as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.records.push(r);
+        Ok(())
+    }
+}
+
+/// What is minimised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Objective {
+    Latency,
+    Energy,
+    Edp,
+    Throughput,
+}
+
+impl Objective {
+    /// Smaller is better (throughput as seconds per inference).
+    pub fn score(self, r: &Record) -> f64 {
+        match self {
+            Objective::Latency | Objective::Throughput => r.seconds,
+            Objective::Energy => r.energy_j,
+            Objective::Edp => r.energy_j * r.seconds,
+        }
+    }
+}
+
+/// One variant over every model: sums of latency and energy (ok pairs only).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Point {
+    pub variant: String,
+    pub params: BTreeMap<String, i64>,
+    pub seconds: f64,
+    pub energy_j: f64,
+    pub area_mm2: f64,
+    pub score: f64,
+    pub pareto: bool,
+}
+
+/// The reports of a set of records (sorted first, so the order they were
+/// written in does not matter): CSV, Markdown and JSON, into `dir`.
+pub fn report(records: &[Record], objective: Objective, dir: &Path) -> Result<Vec<Point>, String> {
+    let mut recs: Vec<Record> = records.to_vec();
+    recs.sort_by(|a, b| a.key().cmp(&b.key()));
+    recs.dedup_by(|a, b| a.key() == b.key());
+    let models: BTreeSet<&str> = recs.iter().map(|r| r.model.as_str()).collect();
+    let mut by_variant: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    for r in &recs {
+        by_variant.entry(&r.variant).or_default().push(r);
+    }
+    let mut points: Vec<Point> = by_variant
+        .values()
+        .filter(|rs| rs.len() == models.len() && rs.iter().all(|r| r.status == "ok"))
+        .map(|rs| Point {
+            variant: rs[0].variant.clone(),
+            params: rs[0].params.clone(),
+            seconds: rs.iter().map(|r| r.seconds).sum(),
+            energy_j: rs.iter().map(|r| r.energy_j).sum(),
+            area_mm2: rs[0].area_mm2,
+            score: rs.iter().map(|r| objective.score(r)).sum(),
+            pareto: false,
+        })
+        .collect();
+    let dominated = |p: &Point, q: &Point| {
+        q.seconds <= p.seconds
+            && q.energy_j <= p.energy_j
+            && q.area_mm2 <= p.area_mm2
+            && (q.seconds < p.seconds || q.energy_j < p.energy_j || q.area_mm2 < p.area_mm2)
+    };
+    let flags: Vec<bool> = points
+        .iter()
+        .map(|p| !points.iter().any(|q| dominated(p, q)))
+        .collect();
+    for (p, f) in points.iter_mut().zip(flags) {
+        p.pareto = f;
+    }
+    points.sort_by(|a, b| {
+        a.score
+            .total_cmp(&b.score)
+            .then_with(|| a.variant.cmp(&b.variant))
+    });
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let write = |name: &str, text: &str| {
+        std::fs::write(dir.join(name), text)
+            .map_err(|e| format!("{}: {e}", dir.join(name).display()))
+    };
+    let mut csv =
+        String::from("variant,target,model,status,cycles,seconds,energy_j,area_mm2,error\n");
+    for r in &recs {
+        let _ = writeln!(
+            csv,
+            "\"{}\",{},\"{}\",{},{},{:e},{:e},{:.4},\"{}\"",
+            r.variant,
+            r.target,
+            r.model,
+            r.status,
+            r.cycles,
+            r.seconds,
+            r.energy_j,
+            r.area_mm2,
+            r.error.clone().unwrap_or_default().replace('"', "'")
+        );
+    }
+    write("results.csv", &csv)?;
+    write(
+        "results.json",
+        &serde_json::to_string_pretty(
+            &serde_json::json!({"objective": objective, "records": recs, "points": points}),
+        )
+        .map_err(|e| e.to_string())?,
+    )?;
+    write("report.md", &markdown(&recs, &points, objective))?;
+    Ok(points)
+}
+
+fn markdown(recs: &[Record], points: &[Point], objective: Objective) -> String {
+    let mut s = String::from("# Design-space exploration\n\n");
+    let ok = recs.iter().filter(|r| r.status == "ok").count();
+    let _ = writeln!(
+        s,
+        "{} pairs: {ok} evaluated, {} refused or failed; {} variants complete over every model; objective: {objective:?} (summed over the models).\n",
+        recs.len(),
+        recs.len() - ok,
+        points.len()
+    );
+    s.push_str("## Best variants\n\n| rank | variant | latency (µs) | energy (µJ) | area (mm²) | Pareto |\n|---|---|---|---|---|---|\n");
+    for (i, p) in points.iter().take(10).enumerate() {
+        let _ = writeln!(
+            s,
+            "| {} | `{}` | {:.2} | {:.2} | {:.2} | {} |",
+            i + 1,
+            p.variant,
+            p.seconds * 1e6,
+            p.energy_j * 1e6,
+            p.area_mm2,
+            if p.pareto { "yes" } else { "" }
+        );
+    }
+    s.push_str("\n## Pareto front (latency, energy, area)\n\n| variant | latency (µs) | energy (µJ) | area (mm²) |\n|---|---|---|---|\n");
+    let mut front: Vec<&Point> = points.iter().filter(|p| p.pareto).collect();
+    front.sort_by(|a, b| {
+        a.seconds
+            .total_cmp(&b.seconds)
+            .then_with(|| a.variant.cmp(&b.variant))
+    });
+    for p in front {
+        let _ = writeln!(
+            s,
+            "| `{}` | {:.2} | {:.2} | {:.2} |",
+            p.variant,
+            p.seconds * 1e6,
+            p.energy_j * 1e6,
+            p.area_mm2
+        );
+    }
+    s.push_str("\n## Sensitivity\n\nPer parameter and value: the geometric mean of the objective over the variants with that value, relative to the best value's (1.00 = the best).\n\n");
+    let names: BTreeSet<&String> = points.iter().flat_map(|p| p.params.keys()).collect();
+    for n in names {
+        let mut per: BTreeMap<i64, (f64, usize)> = BTreeMap::new();
+        for p in points.iter().filter(|p| p.score > 0.0) {
+            if let Some(v) = p.params.get(n) {
+                let e = per.entry(*v).or_insert((0.0, 0));
+                e.0 += p.score.ln();
+                e.1 += 1;
+            }
+        }
+        let means: Vec<(i64, f64)> = per
+            .iter()
+            .map(|(v, (l, c))| (*v, (l / *c as f64).exp()))
+            .collect();
+        let best = means.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        let cells: Vec<String> = means
+            .iter()
+            .map(|(v, m)| format!("{v}: {:.2}", m / best))
+            .collect();
+        let _ = writeln!(s, "- `{n}`: {}", cells.join(", "));
+    }
+    if let Some(best) = points.first() {
+        let _ = writeln!(
+            s,
+            "\n## The best variant, `{}`\n\n| model | cycles | unit utilisation | memory traffic (bytes) |\n|---|---|---|---|",
+            best.variant
+        );
+        for r in recs.iter().filter(|r| r.variant == best.variant) {
+            let u: Vec<String> = r
+                .utilisation
+                .iter()
+                .filter(|(_, x)| **x > 0.0)
+                .map(|(k, x)| format!("{k} {:.0}%", x * 100.0))
+                .collect();
+            let t: Vec<String> = r
+                .traffic
+                .iter()
+                .filter(|(_, x)| **x > 0)
+                .map(|(k, x)| format!("{k} {x}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {} | {} |",
+                r.model,
+                r.cycles,
+                u.join(", "),
+                t.join(", ")
+            );
+        }
+    }
+    s
+}
