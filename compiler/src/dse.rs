@@ -537,9 +537,71 @@ pub struct Point {
     pub pareto: bool,
 }
 
+/// A Pareto point checked by full simulation: the program run with data
+/// (seeded inputs) against the reference interpreter.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verified {
+    pub variant: String,
+    pub model: String,
+    /// Cycles of the functional simulation (the same program as timed).
+    pub cycles: u64,
+    /// Every output within tolerance of the interpreter; or why not.
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// At most this many Pareto points are simulated in full.
+pub const VERIFY_FRONT: usize = 8;
+
+/// Runs the first [`VERIFY_FRONT`] Pareto points (by latency) of `points`
+/// on every model with data, checking the outputs.
+pub fn verify_front(points: &[Point], models: &[(String, Graph)]) -> Vec<Verified> {
+    let mut front: Vec<&Point> = points.iter().filter(|p| p.pareto).collect();
+    front.sort_by(|a, b| {
+        a.seconds
+            .total_cmp(&b.seconds)
+            .then_with(|| a.variant.cmp(&b.variant))
+    });
+    let mut out = Vec::new();
+    for p in front.into_iter().take(VERIFY_FRONT) {
+        let target = p.variant.split(':').next().unwrap_or_default();
+        for (name, g) in models {
+            let mut v = Verified {
+                variant: p.variant.clone(),
+                model: name.clone(),
+                cycles: 0,
+                ok: false,
+                error: None,
+            };
+            let overrides: Vec<(String, i64)> =
+                p.params.iter().map(|(k, x)| (k.clone(), *x)).collect();
+            match targets::by_name(target).map(|t| (t, t.with_params(&overrides))) {
+                Some((t, Ok(m))) => match run::run(t, &m, g, &run::random_inputs(g, 1), None) {
+                    Ok(r) => {
+                        v.cycles = r.report.cycles;
+                        v.ok = r.checks.iter().all(|c| c.ok);
+                    }
+                    Err(e) => v.error = Some(e.to_string()),
+                },
+                Some((_, Err(e))) => v.error = Some(e.to_string()),
+                None => v.error = Some(format!("unknown machine `{target}`")),
+            }
+            out.push(v);
+        }
+    }
+    out
+}
+
 /// The reports of a set of records (sorted first, so the order they were
-/// written in does not matter): CSV, Markdown and JSON, into `dir`.
-pub fn report(records: &[Record], objective: Objective, dir: &Path) -> Result<Vec<Point>, String> {
+/// written in does not matter): CSV, Markdown and JSON, into `dir`; with
+/// `models`, the Pareto front is also simulated in full ([`verify_front`]).
+pub fn report(
+    records: &[Record],
+    objective: Objective,
+    dir: &Path,
+    graphs: &[(String, Graph)],
+) -> Result<Vec<Point>, String> {
     let mut recs: Vec<Record> = records.to_vec();
     recs.sort_by(|a, b| a.key().cmp(&b.key()));
     recs.dedup_by(|a, b| a.key() == b.key());
@@ -579,6 +641,7 @@ pub fn report(records: &[Record], objective: Objective, dir: &Path) -> Result<Ve
             .total_cmp(&b.score)
             .then_with(|| a.variant.cmp(&b.variant))
     });
+    let verified = verify_front(&points, graphs);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let write = |name: &str, text: &str| {
         std::fs::write(dir.join(name), text)
@@ -605,15 +668,20 @@ pub fn report(records: &[Record], objective: Objective, dir: &Path) -> Result<Ve
     write(
         "results.json",
         &serde_json::to_string_pretty(
-            &serde_json::json!({"objective": objective, "records": recs, "points": points}),
+            &serde_json::json!({"objective": objective, "records": recs, "points": points, "verified": verified}),
         )
         .map_err(|e| e.to_string())?,
     )?;
-    write("report.md", &markdown(&recs, &points, objective))?;
+    write("report.md", &markdown(&recs, &points, objective, &verified))?;
     Ok(points)
 }
 
-fn markdown(recs: &[Record], points: &[Point], objective: Objective) -> String {
+fn markdown(
+    recs: &[Record],
+    points: &[Point],
+    objective: Objective,
+    verified: &[Verified],
+) -> String {
     let mut s = String::from("# Design-space exploration\n\n");
     let ok = recs.iter().filter(|r| r.status == "ok").count();
     let _ = writeln!(
@@ -652,6 +720,21 @@ fn markdown(recs: &[Record], points: &[Point], objective: Objective) -> String {
             p.energy_j * 1e6,
             p.area_mm2
         );
+    }
+    if !verified.is_empty() {
+        s.push_str("\nThe front simulated in full, with data, against the reference interpreter:\n\n| variant | model | cycles | outputs |\n|---|---|---|---|\n");
+        for v in verified {
+            let what = match (&v.error, v.ok) {
+                (Some(e), _) => e.clone(),
+                (None, true) => "match".into(),
+                (None, false) => "DIFFER".into(),
+            };
+            let _ = writeln!(
+                s,
+                "| `{}` | `{}` | {} | {what} |",
+                v.variant, v.model, v.cycles
+            );
+        }
     }
     s.push_str("\n## Sensitivity\n\nPer parameter and value: the geometric mean of the objective over the variants with that value, relative to the best value's (1.00 = the best).\n\n");
     let names: BTreeSet<&String> = points.iter().flat_map(|p| p.params.keys()).collect();

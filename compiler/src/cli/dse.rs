@@ -80,6 +80,10 @@ enum DseCommand {
         output: PathBuf,
         #[arg(long, value_enum, default_value_t)]
         objective: ObjectiveArg,
+        /// The models of the sweep, to simulate the Pareto front in full as a
+        /// single run does (repeatable).
+        #[arg(long = "model", value_name = "M.onnx")]
+        models: Vec<PathBuf>,
     },
 }
 
@@ -101,9 +105,13 @@ pub fn run(args: &DseArgs) -> anyhow::Result<ExitCode> {
         shards,
         output,
         objective,
+        models,
     }) = &args.merge
     {
-        return merge(shards, output, objective.get());
+        let Some(graphs) = load(models)? else {
+            return Ok(ExitCode::from(EXIT_ERRORS));
+        };
+        return merge(shards, output, objective.get(), &graphs);
     }
     let Some(path) = &args.sweep else {
         anyhow::bail!("a sweep file is needed: `tessera dse SWEEP.ron --model M.onnx`");
@@ -129,18 +137,9 @@ pub fn run(args: &DseArgs) -> anyhow::Result<ExitCode> {
     if args.models.is_empty() {
         anyhow::bail!("no model: give at least one --model M.onnx");
     }
-    let mut graphs = Vec::new();
-    for m in &args.models {
-        let mut g = match compiler::onnx::import_file(m) {
-            Ok(g) => g,
-            Err(e) => {
-                eprintln!("error: {}: {e}", m.display());
-                return Ok(ExitCode::from(EXIT_ERRORS));
-            }
-        };
-        compiler::interp::fold_constants(&mut g);
-        graphs.push((m.display().to_string(), g));
-    }
+    let Some(graphs) = load(&args.models)? else {
+        return Ok(ExitCode::from(EXIT_ERRORS));
+    };
     std::fs::create_dir_all(&args.output)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", args.output.display()))?;
     let mut results =
@@ -202,8 +201,13 @@ pub fn run(args: &DseArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("{e}");
     }
     let secs = started.elapsed().as_secs_f64();
-    let points = dse::report(&results.records, args.objective.get(), &args.output)
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let points = dse::report(
+        &results.records,
+        args.objective.get(),
+        &args.output,
+        &graphs,
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
     eprintln!(
         "{written} pair(s) evaluated in {secs:.1} s ({:.0}/min, {jobs} jobs); {} done in all; report in {}",
         written as f64 / secs.max(1e-9) * 60.0,
@@ -222,7 +226,29 @@ pub fn run(args: &DseArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(EXIT_OK))
 }
 
-fn merge(shards: &[PathBuf], output: &PathBuf, objective: Objective) -> anyhow::Result<ExitCode> {
+/// The models, imported and folded, by their path as given (`None`: an error was printed).
+fn load(models: &[PathBuf]) -> anyhow::Result<Option<Vec<(String, compiler::ir::Graph)>>> {
+    let mut graphs = Vec::new();
+    for m in models {
+        let mut g = match compiler::onnx::import_file(m) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("error: {}: {e}", m.display());
+                return Ok(None);
+            }
+        };
+        compiler::interp::fold_constants(&mut g);
+        graphs.push((m.display().to_string(), g));
+    }
+    Ok(Some(graphs))
+}
+
+fn merge(
+    shards: &[PathBuf],
+    output: &PathBuf,
+    objective: Objective,
+    graphs: &[(String, compiler::ir::Graph)],
+) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(output)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", output.display()))?;
     let target = output.join("results.jsonl");
@@ -238,7 +264,7 @@ fn merge(shards: &[PathBuf], output: &PathBuf, objective: Objective) -> anyhow::
     for r in records {
         merged.append(r).map_err(|e| anyhow::anyhow!(e))?;
     }
-    dse::report(&merged.records, objective, output).map_err(|e| anyhow::anyhow!(e))?;
+    dse::report(&merged.records, objective, output, graphs).map_err(|e| anyhow::anyhow!(e))?;
     eprintln!(
         "{} record(s) merged into {}",
         merged.records.len(),
