@@ -672,7 +672,21 @@ pub fn report(
         )
         .map_err(|e| e.to_string())?,
     )?;
-    write("report.md", &markdown(&recs, &points, objective, &verified))?;
+    let md = markdown(&recs, &points, objective, &verified);
+    write("report.md", &md)?;
+    write(
+        "pareto-latency-energy.svg",
+        &scatter(&points, "latency (µs)", "energy (µJ)", |p| {
+            (p.seconds * 1e6, p.energy_j * 1e6)
+        })?,
+    )?;
+    write(
+        "pareto-latency-area.svg",
+        &scatter(&points, "latency (µs)", "area (mm²)", |p| {
+            (p.seconds * 1e6, p.area_mm2)
+        })?,
+    )?;
+    write("report.html", &html(&md)?)?;
     Ok(points)
 }
 
@@ -789,3 +803,132 @@ fn markdown(
     }
     s
 }
+
+/// A scatter plot of every complete variant, the Pareto front in red (SVG).
+fn scatter(
+    points: &[Point],
+    x: &str,
+    y: &str,
+    at: fn(&Point) -> (f64, f64),
+) -> Result<String, String> {
+    use plotters::prelude::*;
+    let xy: Vec<((f64, f64), bool)> = points.iter().map(|p| (at(p), p.pareto)).collect();
+    let span = |v: Vec<f64>| {
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+                (a.min(*x), b.max(*x))
+            });
+        if lo.is_finite() && hi > lo {
+            (lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05)
+        } else if lo.is_finite() {
+            (lo * 0.9, lo * 1.1 + 1e-9)
+        } else {
+            (0.0, 1.0)
+        }
+    };
+    let (x0, x1) = span(xy.iter().map(|p| p.0.0).collect());
+    let (y0, y1) = span(xy.iter().map(|p| p.0.1).collect());
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (800, 560)).into_drawing_area();
+        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+        root.fill(&WHITE).map_err(e)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("{y} against {x}: every variant, the Pareto front in red"),
+                ("sans-serif", 16),
+            )
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc(x)
+            .y_desc(y)
+            .draw()
+            .map_err(e)?;
+        chart
+            .draw_series(
+                xy.iter()
+                    .filter(|p| !p.1)
+                    .map(|p| Circle::new(p.0, 3, BLUE.mix(0.5).filled())),
+            )
+            .map_err(e)?;
+        chart
+            .draw_series(
+                xy.iter()
+                    .filter(|p| p.1)
+                    .map(|p| Circle::new(p.0, 5, RED.filled())),
+            )
+            .map_err(e)?;
+        root.present().map_err(e)?;
+    }
+    Ok(out)
+}
+
+/// The Markdown report as an HTML page (handlebars template), with the plots.
+fn html(md: &str) -> Result<String, String> {
+    let mut body = String::new();
+    let mut table = false;
+    for line in md.lines() {
+        let cells = |l: &str, tag: &str| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| format!("<{tag}>{}</{tag}>", escape(c.trim())))
+                .collect::<String>()
+        };
+        if line.starts_with('|') {
+            if line.starts_with("|---") {
+                continue;
+            }
+            if !table {
+                body.push_str(&format!("<table><tr>{}</tr>\n", cells(line, "th")));
+                table = true;
+            } else {
+                body.push_str(&format!("<tr>{}</tr>\n", cells(line, "td")));
+            }
+            continue;
+        }
+        if table {
+            body.push_str("</table>\n");
+            table = false;
+        }
+        if let Some(h) = line.strip_prefix("## ") {
+            body.push_str(&format!("<h2>{}</h2>\n", escape(h)));
+        } else if line.starts_with("# ") {
+        } else if let Some(item) = line.strip_prefix("- ") {
+            body.push_str(&format!("<p>{}</p>\n", escape(item)));
+        } else if !line.is_empty() {
+            body.push_str(&format!("<p>{}</p>\n", escape(line)));
+        }
+    }
+    if table {
+        body.push_str("</table>\n");
+    }
+    let mut hb = handlebars::Handlebars::new();
+    hb.set_strict_mode(true);
+    hb.register_template_string("report", HTML)
+        .map_err(|e| e.to_string())?;
+    hb.render("report", &serde_json::json!({ "body": body }))
+        .map_err(|e| e.to_string())
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('`', "")
+}
+
+const HTML: &str = r#"<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Design-space exploration</title>
+<style>body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}</style>
+</head><body>
+<h1>Design-space exploration</h1>
+<p><img src="pareto-latency-energy.svg" alt="energy against latency"> <img src="pareto-latency-area.svg" alt="area against latency"></p>
+{{{body}}}
+</body></html>
+"#;

@@ -158,7 +158,14 @@ fn runs_are_deterministic_resume_and_shards_merge_into_the_same_report() {
     // The same sweep again elsewhere: the same reports.
     let two = temp("two");
     run(&two, &[]);
-    for f in ["report.md", "results.csv", "results.json"] {
+    for f in [
+        "report.md",
+        "report.html",
+        "results.csv",
+        "results.json",
+        "pareto-latency-energy.svg",
+        "pareto-latency-area.svg",
+    ] {
         assert_eq!(read(&one, f), read(&two, f), "{f}");
     }
     // Rerunning resumes: nothing is evaluated twice.
@@ -200,7 +207,14 @@ fn runs_are_deterministic_resume_and_shards_merge_into_the_same_report() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for f in ["report.md", "results.csv", "results.json"] {
+    for f in [
+        "report.md",
+        "report.html",
+        "results.csv",
+        "results.json",
+        "pareto-latency-energy.svg",
+        "pareto-latency-area.svg",
+    ] {
         assert_eq!(read(&one, f), read(&merged, f), "{f}");
     }
     // The Pareto front was simulated in full and matches the interpreter.
