@@ -3,7 +3,7 @@
 use super::{EXIT_ERRORS, EXIT_OK};
 use clap::{Args, Subcommand, ValueEnum};
 use compiler::dse::{self, Objective, Record, Results, Sweep};
-use std::io::{IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -160,6 +160,17 @@ pub fn run(args: &DseArgs) -> anyhow::Result<ExitCode> {
     let total = pairs.len();
     let started = std::time::Instant::now();
     let show = !args.quiet && std::io::stderr().is_terminal();
+    let bar = if show {
+        indicatif::ProgressBar::new(total as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} pairs, {per_sec}, {eta} left {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<Record>();
     let mut written = 0usize;
@@ -187,16 +198,10 @@ pub fn run(args: &DseArgs) -> anyhow::Result<ExitCode> {
                 failure = Some(e);
             }
             written += 1;
-            if show {
-                let rate = written as f64 / started.elapsed().as_secs_f64().max(1e-9) * 60.0;
-                eprint!("\r\x1b[K[{written}/{total}] {rate:.0} evaluations/min");
-                let _ = std::io::stderr().flush();
-            }
+            bar.inc(1);
         }
     });
-    if show {
-        eprintln!();
-    }
+    bar.finish_and_clear();
     if let Some(e) = failure {
         anyhow::bail!("{e}");
     }
