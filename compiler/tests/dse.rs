@@ -225,3 +225,55 @@ fn runs_are_deterministic_resume_and_shards_merge_into_the_same_report() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+#[test]
+fn a_run_killed_with_sigkill_resumes_without_losing_or_repeating_a_pair() {
+    // The 309-variant sweep on a small model, killed (SIGKILL) after a
+    // second, then run again to the end: every pair exactly once.
+    let dir = temp("killed");
+    let d = dir.to_string_lossy().into_owned();
+    let sweep = "targets/variants/vliw-systolic-gpt2.ron";
+    let args = [
+        "dse", sweep, "--model", MODEL, "-o", &d, "--jobs", "2", "--quiet",
+    ];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .args(args)
+        .current_dir(root())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    child.kill().expect("killed");
+    let _ = child.wait();
+    let before = std::fs::read_to_string(dir.join("results.jsonl")).unwrap_or_default();
+    let out = tessera(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = read(&dir, "results.jsonl");
+    let keys: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("a whole line");
+            format!("{} {}", v["variant"], v["model"])
+        })
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = keys.iter().collect();
+    assert_eq!(
+        keys.len(),
+        309,
+        "{} lines before the rerun",
+        before.lines().count()
+    );
+    assert_eq!(unique.len(), 309);
+    // What was written before the kill is still there, unchanged.
+    let whole: String = before
+        .split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .collect();
+    assert!(text.starts_with(&whole));
+    let _ = std::fs::remove_dir_all(dir);
+}
