@@ -40,6 +40,7 @@ pub const SWITCHES: &[Switch] = &[
     ("overlap_transfers", |o| o.overlap_transfers = false),
     ("order_search", |o| o.order_search = false),
     ("spread_transfers", |o| o.spread_transfers = false),
+    ("residency", |o| o.residency = false),
 ];
 
 /// Which set of workloads to run.

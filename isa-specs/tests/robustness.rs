@@ -319,7 +319,9 @@ fn accumulation_forwarding_is_an_expression_and_must_be_positive() {
     let base = toy();
     let line = "timing { unit = mxu; slot = s0; occupancy = N; latency = 2 * N + 1; }";
     assert!(base.contains(line));
-    let with = |acc: &str| base.replace(line, &format!("timing {{ unit = mxu; slot = s0; occupancy = N; latency = 2 * N + 1; accumulate = {acc}; }}"));
+    let with = |acc: &str| {
+        base.replace(line, &format!("timing {{ unit = mxu; slot = s0; occupancy = N; latency = 2 * N + 1; accumulate = {acc}; }}"))
+    };
     let ok = isa_specs::load_source("acc.isa", &with("N"), &[]).expect("loads");
     let timed: Vec<_> = ok
         .machine

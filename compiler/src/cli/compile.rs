@@ -174,6 +174,10 @@ pub struct OptArgs {
     /// of one block of rows per engine.
     #[arg(long)]
     no_spread_transfers: bool,
+    /// Pass every value between regions through the home memory, instead of
+    /// keeping those that fit in on-chip memory from producer to last reader.
+    #[arg(long)]
+    no_residency: bool,
 }
 
 impl OptArgs {
@@ -188,6 +192,7 @@ impl OptArgs {
             overlap_transfers: !self.no_overlap_transfers,
             order_search: !self.no_order_search,
             spread_transfers: !self.no_spread_transfers,
+            residency: !self.no_residency,
         }
     }
 }

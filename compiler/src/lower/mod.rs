@@ -247,8 +247,14 @@ struct Lowerer<'a> {
     contractions: Vec<Contraction>,
     /// Views that cannot alias their input (its rows are padded): copied.
     relayouts: std::collections::HashSet<ValueId>,
-    /// The attentions recognised, and whether each is kept on chip.
-    attentions: Vec<(fuse::Attention, bool)>,
+    /// The attentions recognised, and how many of their intermediates are
+    /// kept on chip, of how many.
+    attentions: Vec<(fuse::Attention, (usize, usize))>,
+    /// Buffers holding values kept on chip across regions, and the last
+    /// node reading each.
+    kept_until: HashMap<usize, usize>,
+    /// The node whose region is being lowered.
+    at_node: usize,
     /// The nodes of each region and its instructions `[start, end)`.
     region_parts: Vec<(Vec<usize>, (usize, usize))>,
     /// The parts (indices into `region_parts`) of each region after merging.
@@ -333,6 +339,10 @@ pub struct Options {
     /// A large transfer on an asynchronous unit with several copies (DMA
     /// engines) goes as one block of rows per copy, so they share it.
     pub spread_transfers: bool,
+    /// Values passed between regions stay in on-chip memory from their
+    /// producer to their last reader, instead of a round trip through the
+    /// home memory, as many as fit beside the tiles ([`Lowerer::residency`]).
+    pub residency: bool,
 }
 
 impl Default for Options {
@@ -346,6 +356,7 @@ impl Default for Options {
             overlap_transfers: true,
             order_search: true,
             spread_transfers: true,
+            residency: true,
         }
     }
 }
@@ -391,17 +402,27 @@ pub fn compile_mapped(
             m.name
         )));
     }
-    match compile_once(t, m, g, opts, mappings) {
-        Err(e) if opts.fuse_attention && !fuse::attention(&canon_for(t, m, g)?).is_empty() => {
-            let plain = Options {
-                fuse_attention: false,
-                ..opts
-            };
-            let mut c = compile_once(t, m, g, plain, mappings)?;
-            c.notes.push(format!("attention not kept on chip: {e}"));
-            Ok(c)
+    let mut opts = opts;
+    let mut notes = Vec::new();
+    loop {
+        match compile_once(t, m, g, opts, mappings) {
+            Ok(mut c) => {
+                c.notes.extend(notes);
+                return Ok(c);
+            }
+            // Keeping values on chip across regions can fail where plain
+            // regions succeed: compiled again without it, then without
+            // attention's on-chip intermediates.
+            Err(e) if opts.residency => {
+                opts.residency = false;
+                notes.push(format!("values not kept on chip across regions: {e}"));
+            }
+            Err(e) if opts.fuse_attention && !fuse::attention(&canon_for(t, m, g)?).is_empty() => {
+                opts.fuse_attention = false;
+                notes.push(format!("attention not kept on chip: {e}"));
+            }
+            Err(e) => return Err(e),
         }
-        r => r,
     }
 }
 
@@ -468,6 +489,8 @@ fn compile_once(
         contractions: Vec::new(),
         relayouts: Default::default(),
         attentions: Vec::new(),
+        kept_until: HashMap::new(),
+        at_node: 0,
         region_parts: Vec::new(),
         region_groups: Vec::new(),
         opts,
@@ -478,7 +501,10 @@ fn compile_once(
     };
     l.e.spread_transfers = opts.spread_transfers;
     if opts.fuse_attention {
-        l.attentions = fuse::attention(g).into_iter().map(|a| (a, true)).collect();
+        l.attentions = fuse::attention(g)
+            .into_iter()
+            .map(|a| (a, (0, 0)))
+            .collect();
     }
     l.contractions = ops::contractions(&l.e);
     l.layout()?;
@@ -568,7 +594,7 @@ impl Lowerer<'_> {
                 self.homes.insert(v, home);
             }
         }
-        let kept = self.keep_on_chip()?;
+        let kept = self.residency(&alias)?;
         for v in order {
             if g.constants.contains_key(&v) || self.homes.contains_key(&v) {
                 continue;
@@ -609,10 +635,13 @@ impl Lowerer<'_> {
                 );
                 continue;
             }
-            if let Some(&mem) = kept.get(&v) {
+            if let Some(&(mem, until)) = kept.get(&v) {
                 let t = self
                     .e
                     .shared_buffer(mem, self.act, rows, cols, Pad::Aligned);
+                if let Base::Buf(b) = t.base {
+                    self.kept_until.insert(b, until);
+                }
                 self.homes.insert(
                     v,
                     Home {
@@ -641,50 +670,118 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    /// The values of recognised attentions kept on chip, and where: every
-    /// value made inside one (views excepted: they alias), if together they
-    /// take at most half of the memory tiles from home land in. Attentions
-    /// that do not fit are marked as not kept.
-    fn keep_on_chip(&mut self) -> Result<HashMap<ValueId, MemId>, LowerError> {
+    /// The values kept on chip, where, and the last node reading each
+    /// (through its views).
+    ///
+    /// Candidates are the values made by one node and read by later ones
+    /// that are neither graph outputs nor views: first the intermediates of
+    /// each recognised attention (fused regions), then, with
+    /// [`Options::residency`], every other value passed between regions.
+    /// Each lives from its producer to its last reader; a candidate is kept
+    /// when, at every node it is live across, the values kept come to at
+    /// most half of the memory tiles from home land in (the other half is
+    /// the tiles'). Among the others, values with the shortest lives and
+    /// the most readers per byte go first: those save the most home
+    /// traffic per byte of on-chip memory held. The rest live at home
+    /// (evicted for their whole life, not spilled part-way).
+    fn residency(
+        &mut self,
+        alias: &HashMap<ValueId, ValueId>,
+    ) -> Result<HashMap<ValueId, (MemId, usize)>, LowerError> {
         let mut kept = HashMap::new();
-        if self.attentions.is_empty() {
+        if self.attentions.is_empty() && !self.opts.residency {
             return Ok(kept);
         }
         let land = self.landing_of(self.act)?;
         let Place::Mem(mem) = land.place else {
             return Ok(kept);
         };
+        // Results are written into a kept value's buffer from that memory:
+        // through registers and back, writing just the tile.
+        if self.info.round_trip(land).is_none() {
+            return Ok(kept);
+        }
         let g = self.g;
         let cap = self.e.m.memories[mem.index()].size.value.max(0) as u64;
         // As `Pad::Aligned` lays them out.
         let per = (self.info.mem_align[mem.index()] / self.act.bytes()).max(1) as i64;
         let granule = machine::lcm(self.info.pitch_granule.max(1), per);
+        let row_granule = self.info.row_granule.max(1);
+        let act = self.act;
+        let bytes = |v: ValueId| {
+            let (r, c) = view(&g.ty(v).shape);
+            (machine::rup(r, row_granule) * machine::rup(c, granule)) as u64 * act.bytes()
+        };
+        // Lifetimes over node positions, views reading for their roots.
+        let mut made: HashMap<ValueId, usize> = HashMap::new();
+        let mut last: HashMap<ValueId, usize> = HashMap::new();
+        let mut readers: HashMap<ValueId, usize> = HashMap::new();
+        for (k, n) in g.nodes.iter().enumerate() {
+            // Im2Col's padding is written as data at load time: at home.
+            if matches!(n.op, Op::Im2Col { .. }) {
+                continue;
+            }
+            for &o in &n.outputs {
+                made.insert(o, k);
+            }
+            for i in &n.inputs {
+                let root = *alias.get(i).unwrap_or(i);
+                last.insert(root, k);
+                *readers.entry(root).or_default() += 1;
+            }
+        }
+        let out_root = |v: ValueId| {
+            g.outputs.contains(&v) || alias.iter().any(|(a, r)| *r == v && g.outputs.contains(a))
+        };
+        let candidate = |v: ValueId| {
+            made.contains_key(&v)
+                && last.contains_key(&v)
+                && !alias.contains_key(&v)
+                && !g.constants.contains_key(&v)
+                && !out_root(v)
+                && g.ty(v).elem.is_float()
+        };
+        let budget = cap / 2;
+        let mut load = vec![0u64; g.nodes.len() + 1];
+        let mut try_keep = |v: ValueId, kept: &mut HashMap<ValueId, (MemId, usize)>| -> bool {
+            if kept.contains_key(&v) {
+                return true;
+            }
+            let (a, b) = (made[&v], last[&v]);
+            let size = bytes(v);
+            if load[a..=b].iter().any(|&x| x + size > budget) {
+                return false;
+            }
+            for x in &mut load[a..=b] {
+                *x += size;
+            }
+            kept.insert(v, (mem, b));
+            true
+        };
         for (a, keep) in &mut self.attentions {
-            let views: Vec<ValueId> = a
-                .nodes
-                .iter()
-                .map(|&k| &g.nodes[k])
-                .filter(|n| matches!(n.op, Op::Reshape { .. } | Op::Identity))
-                .map(|n| n.outputs[0])
-                .collect();
-            let own: Vec<ValueId> = a
-                .inner
-                .iter()
+            let own: Vec<ValueId> = a.inner.iter().copied().filter(|v| candidate(*v)).collect();
+            let n = own.iter().filter(|v| try_keep(**v, &mut kept)).count();
+            *keep = (n, own.len());
+        }
+        if self.opts.residency {
+            let mut rest: Vec<ValueId> = made
+                .keys()
                 .copied()
-                .filter(|v| !views.contains(v) && g.ty(*v).elem.is_float())
+                .filter(|v| candidate(*v) && !kept.contains_key(v))
                 .collect();
-            let bytes: u64 = own
-                .iter()
-                .map(|v| {
-                    let (r, c) = view(&g.ty(*v).shape);
-                    let pitch = machine::rup(c, granule);
-                    (machine::rup(r, self.info.row_granule.max(1)) * pitch) as u64
-                        * self.act.bytes()
-                })
-                .sum();
-            *keep = bytes <= cap / 2;
-            if *keep {
-                kept.extend(own.into_iter().map(|v| (v, mem)));
+            // Most readers per byte-node held first; then program order.
+            let score = |v: &ValueId| {
+                let span = (last[v] - made[v] + 1) as f64;
+                readers[v] as f64 / (span * bytes(*v).max(1) as f64)
+            };
+            rest.sort_by(|x, y| {
+                score(y)
+                    .total_cmp(&score(x))
+                    .then(made[x].cmp(&made[y]))
+                    .then(x.index().cmp(&y.index()))
+            });
+            for v in rest {
+                try_keep(v, &mut kept);
             }
         }
         Ok(kept)
@@ -734,15 +831,19 @@ impl Lowerer<'_> {
                     groups[i].push(k);
                 }
                 Some((w, None)) => {
-                    let (a, keep) = &self.attentions[w];
+                    let (a, (kept, of)) = &self.attentions[w];
                     let head = format!(
                         "Attention({} .. {}, {}): {name}",
                         g.nodes[a.scores].name,
                         g.nodes[a.context].name,
-                        if *keep {
-                            "intermediates on chip"
+                        if kept == of {
+                            "intermediates on chip".to_owned()
+                        } else if *kept == 0 {
+                            "intermediates at home: they do not fit on chip".to_owned()
                         } else {
-                            "intermediates at home: they do not fit on chip"
+                            format!(
+                                "{kept} of {of} intermediates on chip, the others at home: they do not fit on chip together"
+                            )
                         }
                     );
                     at.insert(w, merged.len());
@@ -896,6 +997,7 @@ impl Lowerer<'_> {
             }
             let n = &g.nodes[ni];
             done[ni] = true;
+            self.at_node = ni;
             if g.constants.contains_key(&n.outputs[0]) {
                 continue;
             }
@@ -1357,14 +1459,23 @@ impl Lowerer<'_> {
     /// by liveness, as the back end will).
     fn fits_on_chip(&self, first: usize) -> Result<(), LowerError> {
         for (mi, mem) in self.e.m.memories.iter().enumerate() {
-            // Values kept on chip from earlier regions are live throughout.
+            // Values kept on chip from earlier regions and read by this one
+            // or later ones are live throughout.
             let now = self.e.code.len();
             let held = self.e.bufs[..first]
                 .iter()
-                .filter(|b| b.shared && b.used())
-                .map(|b| BufInfo {
-                    live: (b.live.0.min(now), now),
-                    ..b.clone()
+                .enumerate()
+                .filter(|(_, b)| b.shared && b.used())
+                .map(|(k, b)| {
+                    let read_later = self.kept_until.get(&k).is_none_or(|&u| u >= self.at_node);
+                    BufInfo {
+                        live: if read_later {
+                            (b.live.0.min(now), now)
+                        } else {
+                            b.live
+                        },
+                        ..b.clone()
+                    }
                 });
             let bs: Vec<memplan::Buffer> = held
                 .chain(self.e.bufs[first..].iter().filter(|b| b.used()).cloned())

@@ -88,7 +88,7 @@ impl Lowerer<'_> {
                 while j < c {
                     let w = t.min(c - j);
                     let src = xin.tile(b * r + i, j, h, w);
-                    let Val::Mem(src) = self
+                    let Val::Mem(mut src) = self
                         .e
                         .to_loc(Val::Mem(src), tc.from, None, Pad::Dense)
                         .map_err(err)?
@@ -99,6 +99,27 @@ impl Lowerer<'_> {
                         return Err(err("a transposing copy into registers"));
                     };
                     let dst = self.e.buffer(dm, tc.to.dtype, w, h);
+                    // A tile of a wider matrix already in place (a value kept
+                    // on chip) is copied dense first where the instruction
+                    // reads only dense tiles.
+                    if src.pitch != w
+                        && self
+                            .e
+                            .check(
+                                &self.transpose_op(&tc, h, w, Some(&src), Some(&dst)).0,
+                                tc.inst,
+                            )
+                            .is_err()
+                    {
+                        let Place::Mem(sm) = tc.from.place else {
+                            return Err(err("a transposing copy from registers"));
+                        };
+                        let dense = self.e.buffer(sm, tc.from.dtype, h, w);
+                        self.e
+                            .to_loc(Val::Mem(src), tc.from, Some(&dense), Pad::Dense)
+                            .map_err(err)?;
+                        src = dense;
+                    }
                     self.e.ready(&src).map_err(err)?;
                     let (op, refs) = self.transpose_op(&tc, h, w, Some(&src), Some(&dst));
                     self.e

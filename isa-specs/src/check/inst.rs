@@ -582,7 +582,14 @@ fn check_timing(
         props,
         format!("the timing of `{inst}`"),
         span,
-        &["unit", "slot", "slots", "occupancy", "latency", "accumulate"],
+        &[
+            "unit",
+            "slot",
+            "slots",
+            "occupancy",
+            "latency",
+            "accumulate",
+        ],
     );
     let unit_prop = p.get("unit");
     let unit = match p.names(c, "unit").as_deref() {

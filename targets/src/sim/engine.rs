@@ -542,11 +542,7 @@ fn check_hazards(e: &Engine<'_>, m: &Machine, f: &Effects, acc: i64) -> Result<(
         match a.place {
             // Accumulating into what an accumulating instruction writes, late enough.
             Place::Reg { file, reg }
-                if acc > 0
-                    && e
-                        .acc_ready
-                        .get(&(file, reg))
-                        .is_some_and(|t| *t <= e.now) => {}
+                if acc > 0 && e.acc_ready.get(&(file, reg)).is_some_and(|t| *t <= e.now) => {}
             Place::Reg { file, reg } if a.write && m.hazards == Hazards::Exposed => {
                 if let Some(ready) = e
                     .reg_ready
