@@ -255,6 +255,8 @@ struct Lowerer<'a> {
     kept_until: HashMap<usize, usize>,
     /// The node whose region is being lowered.
     at_node: usize,
+    /// Why the machine cannot keep values on chip, if it cannot.
+    residency_blocked: Option<String>,
     /// The nodes of each region and its instructions `[start, end)`.
     region_parts: Vec<(Vec<usize>, (usize, usize))>,
     /// The parts (indices into `region_parts`) of each region after merging.
@@ -491,6 +493,7 @@ fn compile_once(
         attentions: Vec::new(),
         kept_until: HashMap::new(),
         at_node: 0,
+        residency_blocked: None,
         region_parts: Vec::new(),
         region_groups: Vec::new(),
         opts,
@@ -693,16 +696,22 @@ impl Lowerer<'_> {
             return Ok(kept);
         }
         let land = self.landing_of(self.act)?;
-        let Place::Mem(mem) = land.place else {
-            return Ok(kept);
-        };
         // Results are written into a kept value's buffer from that memory:
         // through registers and back, writing just the tile.
-        if self.info.round_trip(land).is_none() {
-            return Ok(kept);
-        }
+        let (mem, cap) = match land.place {
+            Place::Mem(mem) if self.info.round_trip(land).is_some() => {
+                (mem, self.e.m.memories[mem.index()].size.value.max(0) as u64)
+            }
+            _ => {
+                self.residency_blocked = Some(format!(
+                    "no instruction sequence writes a tile of {} into a buffer of {} (through registers and back)",
+                    land.dtype.name(),
+                    self.e.place_name(land.place)
+                ));
+                (self.home_mem(), 0)
+            }
+        };
         let g = self.g;
-        let cap = self.e.m.memories[mem.index()].size.value.max(0) as u64;
         // As `Pad::Aligned` lays them out.
         let per = (self.info.mem_align[mem.index()] / self.act.bytes()).max(1) as i64;
         let granule = machine::lcm(self.info.pitch_granule.max(1), per);
@@ -749,7 +758,7 @@ impl Lowerer<'_> {
             }
             let (a, b) = (made[&v], last[&v]);
             let size = bytes(v);
-            if load[a..=b].iter().any(|&x| x + size > budget) {
+            if budget == 0 || load[a..=b].iter().any(|&x| x + size > budget) {
                 return false;
             }
             for x in &mut load[a..=b] {
@@ -836,7 +845,9 @@ impl Lowerer<'_> {
                         "Attention({} .. {}, {}): {name}",
                         g.nodes[a.scores].name,
                         g.nodes[a.context].name,
-                        if kept == of {
+                        if let Some(why) = &self.residency_blocked {
+                            format!("intermediates at home: {why}")
+                        } else if kept == of {
                             "intermediates on chip".to_owned()
                         } else if *kept == 0 {
                             "intermediates at home: they do not fit on chip".to_owned()
@@ -1776,7 +1787,12 @@ impl Lowerer<'_> {
             macs,
             min_home_bytes,
             region_stats,
-            notes: Vec::new(),
+            notes: match &self.residency_blocked {
+                Some(why) if self.opts.residency => {
+                    vec![format!("values not kept on chip across regions: {why}")]
+                }
+                _ => Vec::new(),
+            },
             space: self.space,
         })
     }
