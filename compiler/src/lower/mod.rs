@@ -257,6 +257,8 @@ struct Lowerer<'a> {
     at_node: usize,
     /// Why the machine cannot keep values on chip, if it cannot.
     residency_blocked: Option<String>,
+    /// Nodes whose values are kept at home (a first attempt failed there).
+    evicted: &'a [usize],
     /// The nodes of each region and its instructions `[start, end)`.
     region_parts: Vec<(Vec<usize>, (usize, usize))>,
     /// The parts (indices into `region_parts`) of each region after merging.
@@ -406,27 +408,42 @@ pub fn compile_mapped(
     }
     let mut opts = opts;
     let mut notes = Vec::new();
+    let mut evicted: Vec<usize> = Vec::new();
     loop {
-        match compile_once(t, m, g, opts, mappings) {
+        match compile_once(t, m, g, opts, mappings, &evicted) {
             Ok(mut c) => {
                 c.notes.extend(notes);
                 return Ok(c);
             }
             // Keeping values on chip across regions can fail where plain
-            // regions succeed: compiled again without it, then without
-            // attention's on-chip intermediates.
-            Err(e) if opts.residency => {
+            // regions succeed (an op whose lowering cannot take an on-chip
+            // operand of that shape): compiled again with the values of
+            // the node that failed at home, a few times; then without
+            // residency, then without attention's on-chip intermediates.
+            Err((e, Some(node))) if opts.residency && evicted.len() < MAX_EVICTIONS => {
+                notes.push(format!(
+                    "the values `{}` reads and writes are kept at home: on chip, {e}",
+                    g.nodes[node].name
+                ));
+                evicted.push(node);
+            }
+            Err((e, _)) if opts.residency => {
                 opts.residency = false;
                 notes.push(format!("values not kept on chip across regions: {e}"));
             }
-            Err(e) if opts.fuse_attention && !fuse::attention(&canon_for(t, m, g)?).is_empty() => {
+            Err((e, _))
+                if opts.fuse_attention && !fuse::attention(&canon_for(t, m, g)?).is_empty() =>
+            {
                 opts.fuse_attention = false;
                 notes.push(format!("attention not kept on chip: {e}"));
             }
-            Err(e) => return Err(e),
+            Err((e, _)) => return Err(e),
         }
     }
 }
+
+/// Nodes whose values residency gives up on before it gives up entirely.
+const MAX_EVICTIONS: usize = 4;
 
 /// The graph after the rewrites before lowering, for machine `m`.
 fn canon_for(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Graph, LowerError> {
@@ -439,26 +456,35 @@ fn canon_for(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Graph, Lower
     canon::prepare(g, caps)
 }
 
+/// [`compile_mapped`] without its fallbacks, the values of the nodes
+/// `evicted` kept at home. A failure in a region that reads or writes a
+/// value kept on chip names the region's node.
 fn compile_once(
     t: &targets::Target,
     m: &Machine,
     g: &Graph,
     opts: Options,
     mappings: &Mappings,
-) -> Result<Compiled, LowerError> {
-    crate::ir::verify(g)
-        .map_err(|e| err(format!("the graph fails the IR verifier: {}", e.join("; "))))?;
-    let info = Info::new(m).map_err(err)?;
-    let prepared = canon_for(t, m, g)?;
+    evicted: &[usize],
+) -> Result<Compiled, (LowerError, Option<usize>)> {
+    let plain = |e: LowerError| (e, None);
+    crate::ir::verify(g).map_err(|e| {
+        plain(err(format!(
+            "the graph fails the IR verifier: {}",
+            e.join("; ")
+        )))
+    })?;
+    let info = Info::new(m).map_err(|e| plain(err(e)))?;
+    let prepared = canon_for(t, m, g).map_err(plain)?;
     let g = &prepared;
     if let Some(missing) = mappings.mappings.keys().find(|k| {
         !g.nodes
             .iter()
             .any(|n| n.name == **k && matches!(n.op, Op::MatMul))
     }) {
-        return Err(err(format!(
+        return Err(plain(err(format!(
             "a mapping is given for `{missing}`, which is not a matrix product of the model (`--emit space` lists them)"
-        )));
+        ))));
     }
     let home_mem = info.home;
     let loadable = |dt: DType| {
@@ -472,10 +498,10 @@ fn compile_once(
         .into_iter()
         .find(|d| loadable(*d))
         .ok_or_else(|| {
-            err(format!(
+            plain(err(format!(
                 "no instruction loads or stores floating-point tensors of memory `{}`",
                 m.memories[home_mem.index()].name
-            ))
+            )))
         })?;
     let mut l = Lowerer {
         g,
@@ -494,6 +520,7 @@ fn compile_once(
         kept_until: HashMap::new(),
         at_node: 0,
         residency_blocked: None,
+        evicted: &[],
         region_parts: Vec::new(),
         region_groups: Vec::new(),
         opts,
@@ -510,11 +537,18 @@ fn compile_once(
             .collect();
     }
     l.contractions = ops::contractions(&l.e);
-    l.layout()?;
-    l.lower_nodes()?;
-    l.merge_attention_regions();
-    l.e.finish().map_err(err)?;
-    l.back_end(t, m)
+    l.evicted = evicted;
+    let front = (|| {
+        l.layout()?;
+        l.lower_nodes()?;
+        l.merge_attention_regions();
+        l.e.finish().map_err(err)
+    })();
+    if let Err(e) = front {
+        let blame = l.touches_kept(&e).then_some(l.at_node);
+        return Err((e, blame));
+    }
+    l.back_end(t, m).map_err(plain)
 }
 
 impl Lowerer<'_> {
@@ -742,8 +776,24 @@ impl Lowerer<'_> {
         let out_root = |v: ValueId| {
             g.outputs.contains(&v) || alias.iter().any(|(a, r)| *r == v && g.outputs.contains(a))
         };
+        // A view with other columns than a padded root would need a copy.
+        let mut excluded: std::collections::HashSet<ValueId> = alias
+            .iter()
+            .filter(|(a, r)| {
+                let c = view(&g.ty(**r).shape).1;
+                view(&g.ty(**a).shape).1 != c && machine::rup(c, granule) != c
+            })
+            .map(|(_, r)| *r)
+            .collect();
+        for &k in self.evicted {
+            let n = &g.nodes[k];
+            for v in n.inputs.iter().chain(&n.outputs) {
+                excluded.insert(*alias.get(v).unwrap_or(v));
+            }
+        }
         let candidate = |v: ValueId| {
-            made.contains_key(&v)
+            !excluded.contains(&v)
+                && made.contains_key(&v)
                 && last.contains_key(&v)
                 && !alias.contains_key(&v)
                 && !g.constants.contains_key(&v)
@@ -794,6 +844,26 @@ impl Lowerer<'_> {
             }
         }
         Ok(kept)
+    }
+
+    /// Whether the node being lowered, or the one error `e` names, reads or
+    /// writes a value kept on chip.
+    fn touches_kept(&self, e: &LowerError) -> bool {
+        let g = self.g;
+        let named = e
+            .node
+            .as_ref()
+            .and_then(|name| g.nodes.iter().find(|n| n.name == *name));
+        let on_chip = |v: &ValueId| {
+            self.homes
+                .get(v)
+                .is_some_and(|h| matches!(h.base, Base::Buf(_)))
+        };
+        g.nodes
+            .get(self.at_node)
+            .into_iter()
+            .chain(named)
+            .any(|n| n.inputs.iter().chain(&n.outputs).any(on_chip))
     }
 
     /// Records a region of nodes `members` (the first started it) and its
