@@ -53,6 +53,43 @@ fn even_step(rows: &[i64]) -> Option<i64> {
     }
 }
 
+/// `pairs` `(from, to)` cut into blocks of at most `most`: runs whose
+/// sources and destinations are evenly spaced (one transfer each way) are
+/// kept whole and never straddle a break in the spacing; rows between runs
+/// go together (a transfer per row, one wait per block).
+fn runs(pairs: &[(i64, i64)], most: usize) -> Vec<&[(i64, i64)]> {
+    // The length of the evenly spaced run from `i`.
+    let run = |i: usize| {
+        let mut j = i + 1;
+        if j < pairs.len() {
+            let (sf, st) = (pairs[j].0 - pairs[i].0, pairs[j].1 - pairs[i].1);
+            if sf > 0 && st > 0 {
+                while j < pairs.len()
+                    && j - i < most
+                    && pairs[j].0 - pairs[j - 1].0 == sf
+                    && pairs[j].1 - pairs[j - 1].1 == st
+                {
+                    j += 1;
+                }
+            }
+        }
+        j - i
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < pairs.len() {
+        let mut j = i + run(i);
+        if j - i < 3 {
+            while j < pairs.len() && j - i < most && run(j) < 3 {
+                j += 1;
+            }
+        }
+        out.push(&pairs[i..j]);
+        i = j;
+    }
+    out
+}
+
 impl Lowerer<'_> {
     /// `Slice`: output row `i` is input row `f(i)`, from column `starts[last]`.
     pub(super) fn slice(
@@ -380,9 +417,16 @@ impl Lowerer<'_> {
         };
         let w_max = cols.min((512 / step).max(1));
         let span_max = (w_max - 1) * step + 1 + per;
-        let budget =
-            (self.tile_budget() / 16 / (span_max * land.dtype.bytes() as i64).max(1)).clamp(1, 64);
-        for block in pairs.chunks(budget as usize) {
+        // Rows per block: element moves go a few rows at a time; whole rows
+        // go in runs as long as a transfer at each end takes them.
+        let (most, pad) = if shifted {
+            (64, Pad::Aligned)
+        } else {
+            (1024, Pad::Dense)
+        };
+        let budget = (self.tile_budget() / 16 / (span_max * land.dtype.bytes() as i64).max(1))
+            .clamp(1, most);
+        for block in runs(pairs, budget as usize) {
             let h = block.len() as i64;
             let froms: Vec<i64> = block.iter().map(|p| p.0).collect();
             let tos: Vec<i64> = block.iter().map(|p| p.1).collect();
@@ -393,7 +437,7 @@ impl Lowerer<'_> {
                 let start = c0 + c * step;
                 let ds = start % per;
                 let span = (w - 1) * step + 1;
-                let a = self.load_rows(src, &froms, start - ds, span + ds, land)?;
+                let a = self.load_rows(src, &froms, start - ds, span + ds, land, pad)?;
                 let dd = (d0 + c) % per_d;
                 let out = if ds == 0 && dd == 0 && step == 1 {
                     a
@@ -403,7 +447,7 @@ impl Lowerer<'_> {
                     let b = if dd == 0 {
                         self.e.buffer_padded(mv.mem, land.dtype, h, w, Pad::Aligned)
                     } else {
-                        self.load_rows(dst, &tos, d0 + c - dd, w + dd, land)?
+                        self.load_rows(dst, &tos, d0 + c - dd, w + dd, land, pad)?
                     };
                     for i in 0..h {
                         for j in 0..w {
@@ -448,7 +492,8 @@ impl Lowerer<'_> {
             .ok_or_else(|| err("nothing loads from the home memory"))
     }
 
-    /// Rows `rows` of `home`, columns `c..c + w`, in a fresh on-chip buffer at `land`.
+    /// Rows `rows` of `home`, columns `c..c + w`, in a fresh on-chip buffer
+    /// at `land` laid out as `pad` says.
     pub(super) fn load_rows(
         &mut self,
         home: &Home,
@@ -456,22 +501,26 @@ impl Lowerer<'_> {
         c: i64,
         w: i64,
         land: Loc,
+        pad: Pad,
     ) -> Result<MemTile, LowerError> {
         let Place::Mem(lm) = land.place else {
             return Err(err("no landing memory"));
         };
         let h = rows.len() as i64;
-        let buf = self.e.buffer_padded(lm, land.dtype, h, w, Pad::Aligned);
+        let buf = self.e.buffer_padded(lm, land.dtype, h, w, pad);
         let mut loaded = Vec::new();
-        match even_step(rows) {
-            Some(s) => {
-                let t = self.rows_tile(home, rows[0], s, c, h, w);
-                loaded.push(
-                    self.e
-                        .to_loc(Val::Mem(t), land, Some(&buf), Pad::Dense)
-                        .map_err(err)?,
-                );
+        // Evenly spaced rows in one transfer, if one takes that spacing.
+        let cp = self.e.checkpoint();
+        let one = even_step(rows).and_then(|s| {
+            let t = self.rows_tile(home, rows[0], s, c, h, w);
+            let v = self.e.to_loc(Val::Mem(t), land, Some(&buf), Pad::Dense);
+            if v.is_err() {
+                self.e.rollback(cp);
             }
+            v.ok()
+        });
+        match one {
+            Some(v) => loaded.push(v),
             None => {
                 for (i, &f) in rows.iter().enumerate() {
                     let t = self.rows_tile(home, f, 1, c, 1, w);
@@ -507,14 +556,20 @@ impl Lowerer<'_> {
             dtype: home.dtype,
         };
         let h = rows.len() as i64;
-        match even_step(rows) {
-            Some(s) => {
-                let d = self.rows_tile(home, rows[0], s, c, h, w);
-                self.e
-                    .to_loc(Val::Mem(buf.view(0, 0, h, w)), to, Some(&d), Pad::Dense)
-                    .map_err(err)?;
+        let cp = self.e.checkpoint();
+        let one = even_step(rows).is_some_and(|s| {
+            let d = self.rows_tile(home, rows[0], s, c, h, w);
+            let v = self
+                .e
+                .to_loc(Val::Mem(buf.view(0, 0, h, w)), to, Some(&d), Pad::Dense);
+            if v.is_err() {
+                self.e.rollback(cp);
             }
-            None => {
+            v.is_ok()
+        });
+        match one {
+            true => {}
+            false => {
                 for (i, &t) in rows.iter().enumerate() {
                     let d = self.rows_tile(home, t, 1, c, 1, w);
                     self.e

@@ -254,11 +254,11 @@ struct Lowerer<'a> {
     /// node reading each.
     kept_until: HashMap<usize, usize>,
     /// The node whose region is being lowered.
-    at_node: usize,
+    lowering_node: usize,
     /// Why the machine cannot keep values on chip, if it cannot.
     residency_blocked: Option<String>,
     /// Nodes whose values are kept at home (a first attempt failed there).
-    evicted: &'a [usize],
+    evicted: &'a [String],
     /// The nodes of each region and its instructions `[start, end)`.
     region_parts: Vec<(Vec<usize>, (usize, usize))>,
     /// The parts (indices into `region_parts`) of each region after merging.
@@ -408,7 +408,7 @@ pub fn compile_mapped(
     }
     let mut opts = opts;
     let mut notes = Vec::new();
-    let mut evicted: Vec<usize> = Vec::new();
+    let mut evicted: Vec<String> = Vec::new();
     loop {
         match compile_once(t, m, g, opts, mappings, &evicted) {
             Ok(mut c) => {
@@ -422,8 +422,7 @@ pub fn compile_mapped(
             // residency, then without attention's on-chip intermediates.
             Err((e, Some(node))) if opts.residency && evicted.len() < MAX_EVICTIONS => {
                 notes.push(format!(
-                    "the values `{}` reads and writes are kept at home: on chip, {e}",
-                    g.nodes[node].name
+                    "the values `{node}` reads and writes are kept at home: on chip, {e}"
                 ));
                 evicted.push(node);
             }
@@ -465,8 +464,8 @@ fn compile_once(
     g: &Graph,
     opts: Options,
     mappings: &Mappings,
-    evicted: &[usize],
-) -> Result<Compiled, (LowerError, Option<usize>)> {
+    evicted: &[String],
+) -> Result<Compiled, (LowerError, Option<String>)> {
     let plain = |e: LowerError| (e, None);
     crate::ir::verify(g).map_err(|e| {
         plain(err(format!(
@@ -518,7 +517,7 @@ fn compile_once(
         relayouts: Default::default(),
         attentions: Vec::new(),
         kept_until: HashMap::new(),
-        at_node: 0,
+        lowering_node: 0,
         residency_blocked: None,
         evicted: &[],
         region_parts: Vec::new(),
@@ -545,7 +544,9 @@ fn compile_once(
         l.e.finish().map_err(err)
     })();
     if let Err(e) = front {
-        let blame = l.touches_kept(&e).then_some(l.at_node);
+        let blame = l
+            .touches_kept(&e)
+            .then(|| g.nodes[l.lowering_node].name.clone());
         return Err((e, blame));
     }
     l.back_end(t, m).map_err(plain)
@@ -785,8 +786,7 @@ impl Lowerer<'_> {
             })
             .map(|(_, r)| *r)
             .collect();
-        for &k in self.evicted {
-            let n = &g.nodes[k];
+        for n in g.nodes.iter().filter(|n| self.evicted.contains(&n.name)) {
             for v in n.inputs.iter().chain(&n.outputs) {
                 excluded.insert(*alias.get(v).unwrap_or(v));
             }
@@ -860,7 +860,7 @@ impl Lowerer<'_> {
                 .is_some_and(|h| matches!(h.base, Base::Buf(_)))
         };
         g.nodes
-            .get(self.at_node)
+            .get(self.lowering_node)
             .into_iter()
             .chain(named)
             .any(|n| n.inputs.iter().chain(&n.outputs).any(on_chip))
@@ -1078,7 +1078,7 @@ impl Lowerer<'_> {
             }
             let n = &g.nodes[ni];
             done[ni] = true;
-            self.at_node = ni;
+            self.lowering_node = ni;
             if g.constants.contains_key(&n.outputs[0]) {
                 continue;
             }
@@ -1548,7 +1548,10 @@ impl Lowerer<'_> {
                 .enumerate()
                 .filter(|(_, b)| b.shared && b.used())
                 .map(|(k, b)| {
-                    let read_later = self.kept_until.get(&k).is_none_or(|&u| u >= self.at_node);
+                    let read_later = self
+                        .kept_until
+                        .get(&k)
+                        .is_none_or(|&u| u >= self.lowering_node);
                     BufInfo {
                         live: if read_later {
                             (b.live.0.min(now), now)

@@ -180,7 +180,7 @@ impl Lowerer<'_> {
                 while j < c {
                     let w = t.min(c - j);
                     let rows: Vec<i64> = (b * r + i..b * r + i + h).collect();
-                    let a = self.load_rows(xin, &rows, j, w, work)?;
+                    let a = self.load_rows(xin, &rows, j, w, work, Pad::Aligned)?;
                     let out = self.e.buffer_padded(mv.mem, land.dtype, w, h, Pad::Aligned);
                     for y in 0..h {
                         for x in 0..w {
