@@ -112,6 +112,15 @@ impl Lowerer<'_> {
         let b_batch = offsets(sb, k);
         let a_const = g.constants.contains_key(&a);
         let b_const = g.constants.contains_key(&b);
+        // Column-first streams `A` from home once per column block to keep
+        // `B`'s runs; an `A` kept on chip has no home traffic to save, and
+        // staging it again per column block costs on-chip copies the
+        // estimate does not price: rows first only.
+        let a_kept = self
+            .homes
+            .get(&a)
+            .is_some_and(|h| matches!(h.base, super::emit::Base::Buf(_)));
+        let order_search = self.opts.order_search && !a_kept;
         let given = force.or_else(|| self.mappings.mappings.get(&n.name));
         let mut best: Option<(i64, MatMulPlan)> = None;
         let mut why = Vec::new();
@@ -195,7 +204,7 @@ impl Lowerer<'_> {
             };
             let orders = |e: &Estimate| {
                 let mut v = vec![(Order::Rows, e.rows)];
-                if self.opts.order_search {
+                if order_search {
                     v.push((Order::Cols, e.cols));
                 }
                 v
@@ -317,7 +326,7 @@ impl Lowerer<'_> {
         {
             s.axes = axes;
             s.ranked = ranked;
-            s.orders = if self.opts.order_search {
+            s.orders = if order_search {
                 vec![Order::Rows, Order::Cols]
             } else {
                 vec![Order::Rows]
