@@ -19,7 +19,7 @@ pub enum Base {
 }
 
 /// Bytes from which a transfer is spread over the copies of its unit
-/// ([`Emitter::spread_transfer`]): below, one engine's latency dominates.
+/// (`Emitter::spread_transfer`): below, one engine's latency dominates.
 pub const SPREAD_TRANSFER_BYTES: i64 = 64 * 1024;
 
 /// A 2-D tile in a memory: `rows` x `cols` elements, rows `pitch` elements apart.
@@ -208,7 +208,7 @@ pub struct Emitter<'a> {
     pub isa: &'static dyn Isa,
     /// What the lowering knows about it.
     pub info: &'a Info,
-    /// Large transfers go as one piece per copy of their unit ([`Emitter::spread_transfer`]).
+    /// Large transfers go as one piece per copy of their unit (`Emitter::spread_transfer`).
     pub spread_transfers: bool,
     /// Code so far.
     pub code: Vec<VInst>,

@@ -345,7 +345,7 @@ pub struct Options {
     pub spread_transfers: bool,
     /// Values passed between regions stay in on-chip memory from their
     /// producer to their last reader, instead of a round trip through the
-    /// home memory, as many as fit beside the tiles ([`Lowerer::residency`]).
+    /// home memory, as many as fit beside the tiles (`docs/compiler.md`, "Regions").
     pub residency: bool,
 }
 
@@ -375,10 +375,11 @@ pub fn compile(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Compiled, 
 
 /// Compiles a graph for machine `m` of target `t` with the optimisations `opts`.
 ///
-/// Keeping a fused region's intermediates on chip can fail where plain
-/// regions succeed (a copy the machine lacks between on-chip memories, the
-/// buffers not fitting beside the tiles); the graph is then compiled again
-/// without it, and the regions say so.
+/// Keeping values on chip across regions can fail where plain regions
+/// succeed (a copy the machine lacks for an on-chip operand of that shape,
+/// the buffers not fitting beside the tiles); the graph is then compiled
+/// again with the failing node's values at home, or without residency, or
+/// without attention fusion, and the notes say so.
 pub fn compile_with(
     t: &targets::Target,
     m: &Machine,
