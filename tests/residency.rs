@@ -66,6 +66,13 @@ fn kept_values_agree_and_save_home_traffic_and_cycles() {
             "{model} on {target}: {:?}",
             on.compiled.notes
         );
+        // Without residency only attention's intermediates stay on chip.
+        assert!(
+            on.compiled.kept_on_chip > plain.compiled.kept_on_chip,
+            "{model} on {target}: {} kept, {} plain",
+            on.compiled.kept_on_chip,
+            plain.compiled.kept_on_chip
+        );
         let (a, b) = (home_bytes(t, &on.report), home_bytes(t, &plain.report));
         assert!(a < b, "{model} on {target}: {a} home bytes kept, {b} plain");
         assert!(
@@ -102,6 +109,7 @@ fn a_machine_without_a_round_trip_into_its_landing_memory_says_why() {
         "{:?}",
         c.notes
     );
+    assert_eq!(c.kept_on_chip, 0);
 }
 
 /// `past` `[1, heads, rows, 16]` joined with one new row per head, then
@@ -136,6 +144,8 @@ fn rows_far_apart_are_written_into_a_kept_value_one_by_one() {
     let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
     assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
     assert!(r.compiled.notes.is_empty(), "{:?}", r.compiled.notes);
+    // The join itself stays on chip (nothing else is a candidate).
+    assert_eq!(r.compiled.kept_on_chip, 1);
 }
 
 #[test]

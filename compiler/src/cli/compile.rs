@@ -495,6 +495,7 @@ fn report_json(
         "region_efficiency": regions,
         "timing_error": error,
         "notes": c.notes,
+        "kept_on_chip": c.kept_on_chip,
         "target": m.name,
         "compile_seconds": seconds,
         "bundles": c.bundles.len(),
@@ -548,6 +549,10 @@ fn report_text(
     for (mem, peak, cap) in &c.buffers {
         s.push_str(&format!("  {mem:<10} peak {peak} of {cap} bytes\n"));
     }
+    s.push_str(&format!(
+        "  {} value(s) kept on chip across regions\n",
+        c.kept_on_chip
+    ));
     s
 }
 

@@ -108,6 +108,8 @@ pub struct Compiled {
     pub notes: Vec<String>,
     /// Each matrix product's tuning space and the mapping compiled ([`mapping`]).
     pub space: Vec<SpaceEntry>,
+    /// Values kept in on-chip memory across regions ([`Options::residency`]).
+    pub kept_on_chip: usize,
 }
 
 /// The roofline bound of a compiled model: neither the compute units nor the
@@ -417,7 +419,7 @@ pub fn compile_mapped(
                 // see a transfer still using a kept buffer when a later
                 // access lands (known to happen in simd-dsp's pooling): such
                 // a program is compiled again without residency.
-                if opts.residency && c.notes.iter().all(|n| !n.starts_with("values not kept")) {
+                if opts.residency && c.kept_on_chip > 0 {
                     if let Err(e) = crate::run::timing(t, m, &c)
                         && e.to_string().contains("asynchronous transfer")
                     {
@@ -1883,6 +1885,7 @@ impl Lowerer<'_> {
                 _ => Vec::new(),
             },
             space: self.space,
+            kept_on_chip: self.kept_until.len(),
         })
     }
 }
