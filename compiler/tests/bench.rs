@@ -1,19 +1,8 @@
 //! `tessera bench`: the listing, the JSON results, and `--compare`'s exit codes.
 
+mod cli_util;
+use cli_util::tessera;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("tessera runs")
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

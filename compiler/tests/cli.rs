@@ -1,19 +1,9 @@
 //! The `tessera` command line: exit codes, JSON forms, dumps, the target list.
 
+mod cli_util;
+use cli_util::{root, tessera};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("tessera runs")
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 const TOY: &str = "isa-specs/tests/specs/ok/toy.isa";
 

@@ -2,21 +2,11 @@
 //! determinism, resume after a killed run, shards merged into exactly a
 //! single run's report, and the report itself (snapshot).
 
+mod cli_util;
+use cli_util::{root, tessera};
 use compiler::dse::{Results, Sweep, Values};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("tessera runs")
-}
 
 fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tessera-dse-{name}-{}", std::process::id()));
