@@ -139,6 +139,16 @@ fn read(dir: &Path, f: &str) -> String {
     std::fs::read_to_string(dir.join(f)).expect("report file")
 }
 
+/// Every report file a run writes.
+const REPORTS: [&str; 6] = [
+    "report.md",
+    "report.html",
+    "results.csv",
+    "results.json",
+    "pareto-latency-energy.svg",
+    "pareto-latency-area.svg",
+];
+
 #[test]
 fn runs_are_deterministic_resume_and_shards_merge_into_the_same_report() {
     let one = temp("one");
@@ -148,14 +158,7 @@ fn runs_are_deterministic_resume_and_shards_merge_into_the_same_report() {
     // The same sweep again elsewhere: the same reports.
     let two = temp("two");
     run(&two, &[]);
-    for f in [
-        "report.md",
-        "report.html",
-        "results.csv",
-        "results.json",
-        "pareto-latency-energy.svg",
-        "pareto-latency-area.svg",
-    ] {
+    for f in REPORTS {
         assert_eq!(read(&one, f), read(&two, f), "{f}");
     }
     // Rerunning resumes: nothing is evaluated twice.
@@ -197,14 +200,7 @@ fn runs_are_deterministic_resume_and_shards_merge_into_the_same_report() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for f in [
-        "report.md",
-        "report.html",
-        "results.csv",
-        "results.json",
-        "pareto-latency-energy.svg",
-        "pareto-latency-area.svg",
-    ] {
+    for f in REPORTS {
         assert_eq!(read(&one, f), read(&merged, f), "{f}");
     }
     // The Pareto front was simulated in full and matches the interpreter.
