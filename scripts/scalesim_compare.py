@@ -91,13 +91,7 @@ def main():
                     t3 = f"{tb3[0]} {tb3[1]}" if tb3 else "-"
                     best.append(f"| {m}×{k}×{n} | {rows}×{cols} | {sb[0]} {sb[1]} | {t3} | {auto} | {auto / sb[1]:.3f} | {'yes' if ok else 'no'} |")
                 print(best[-1], flush=True)
-    text = "\n".join(lines + [""] + best) + "\n"
-    print(text)
-    if a.out:
-        a.out.write_text(text)
-    if fails and not a.report_only:
-        print(f"{fails} check(s) failed", file=sys.stderr)
-        sys.exit(1)
+    sc.finish(lines + [""] + best, a, fails, "check(s) failed")
 
 
 if __name__ == "__main__":
