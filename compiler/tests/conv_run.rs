@@ -165,3 +165,20 @@ fn batch_normalization_after_a_convolution_is_folded_into_it() {
     let g = build(vec![bn], &[2, 3, 4, 4], inits);
     assert_eq!(check(&g, "batch norm").len(), targets::all().len());
 }
+
+#[test]
+fn pooling_a_larger_image_keeps_its_taps_on_chip_and_runs() {
+    // On simd-dsp the pooling taps, kept on chip, are written column block
+    // by column block: two transfers into one buffer whose row ranges
+    // interleave. The second used to start before the first had finished
+    // (it waited for bandwidth), and the simulator faulted.
+    let pool = NodeProto::new("MaxPool", "p", &["x"], &["y"])
+        .with(AttributeProto::ints("kernel_shape", &[3, 3]))
+        .with(AttributeProto::string("auto_pad", "SAME_UPPER"));
+    let g = build(vec![pool], &[1, 3, 32, 32], vec![]);
+    check(&g, "max 3x3 same, 32x32");
+    let t = targets::by_name("simd-dsp").expect("target");
+    let c = compiler::lower::compile(t, t.machine(), &g).expect("compiles");
+    assert!(c.kept_on_chip > 0);
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+}

@@ -181,21 +181,31 @@ struct Pending {
     count: u32,
     /// Buffers it reads or writes (kept alive until the wait).
     bufs: Vec<usize>,
-    /// Fixed-address byte ranges it touches: `(memory, start, end, writes)`.
-    ranges: Vec<(MemId, u64, u64, bool)>,
+    /// Byte ranges it touches: `(where, start, end, writes)`.
+    ranges: Vec<(Span, u64, u64, bool)>,
+}
+
+/// Where a byte range lies: at fixed addresses of a memory, or inside a
+/// buffer (whose address the planner chooses later).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Span {
+    Mem(MemId),
+    Buf(usize),
 }
 
 impl MemTile {
-    /// Fixed-address byte range, if the tile is not in a buffer.
-    fn range(&self) -> Option<(MemId, u64, u64)> {
-        match self.base {
-            Base::Fixed(a) => {
-                let start = a + self.offset;
-                let n = ((self.rows - 1).max(0) * self.pitch + self.cols).max(0) as u64;
-                Some((self.mem, start, start + n * self.dtype.bytes()))
-            }
-            Base::Buf(_) => None,
-        }
+    /// The bytes from its first element to its last (rows in between
+    /// included): two transfers into different columns of one buffer
+    /// overlap here, and are ordered, because a transfer may start later
+    /// than issued (waiting for bandwidth) and the machine checks whole
+    /// ranges.
+    fn range(&self) -> (Span, u64, u64) {
+        let (span, start) = match self.base {
+            Base::Fixed(a) => (Span::Mem(self.mem), a + self.offset),
+            Base::Buf(b) => (Span::Buf(b), self.offset),
+        };
+        let n = ((self.rows - 1).max(0) * self.pitch + self.cols).max(0) as u64;
+        (span, start, start + n * self.dtype.bytes())
     }
 }
 
@@ -568,11 +578,8 @@ impl<'a> Emitter<'a> {
         Ok(())
     }
 
-    /// Waits for transfers in flight that conflict with an access to a fixed range.
-    fn settle(&mut self, range: Option<(MemId, u64, u64)>, write: bool) -> Result<(), String> {
-        let Some((mem, lo, hi)) = range else {
-            return Ok(());
-        };
+    /// Waits for transfers in flight that conflict with an access to a range.
+    fn settle(&mut self, (mem, lo, hi): (Span, u64, u64), write: bool) -> Result<(), String> {
         let mut conflicts = Vec::new();
         for (bank, sems) in self.pending.iter().enumerate() {
             for (sem, p) in sems.iter().enumerate() {
@@ -825,14 +832,12 @@ impl<'a> Emitter<'a> {
                 }
                 let mut out = out;
                 let mut ranges = Vec::new();
-                if let Val::Mem(t) = v
-                    && let Some((m, a, b)) = t.range()
-                {
+                if let Val::Mem(t) = v {
+                    let (m, a, b) = t.range();
                     ranges.push((m, a, b, false));
                 }
-                if let Some((m, a, b)) = out.range() {
-                    ranges.push((m, a, b, true));
-                }
+                let (m, a, b) = out.range();
+                ranges.push((m, a, b, true));
                 let mut current: Option<(usize, u64)> = None;
                 for (op, refs) in ops {
                     if let (Some(bank), Some(oi)) = (bank, c.sem) {
