@@ -41,6 +41,7 @@ pub const SWITCHES: &[Switch] = &[
     ("order_search", |o| o.order_search = false),
     ("spread_transfers", |o| o.spread_transfers = false),
     ("residency", |o| o.residency = false),
+    ("broadcast_rows", |o| o.broadcast_rows = false),
 ];
 
 /// Which set of workloads to run.

@@ -178,6 +178,11 @@ pub struct OptArgs {
     /// keeping those that fit in on-chip memory from producer to last reader.
     #[arg(long)]
     no_residency: bool,
+    /// Widen a row result (softmax's maximum and sum, layer normalisation's
+    /// mean and scale) to its full row by a product with a row of ones,
+    /// instead of broadcasting it along the lanes in registers.
+    #[arg(long)]
+    no_broadcast_rows: bool,
 }
 
 impl OptArgs {
@@ -193,6 +198,7 @@ impl OptArgs {
             order_search: !self.no_order_search,
             spread_transfers: !self.no_spread_transfers,
             residency: !self.no_residency,
+            broadcast_rows: !self.no_broadcast_rows,
         }
     }
 }

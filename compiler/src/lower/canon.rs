@@ -1,8 +1,10 @@
 //! Graph rewrites before lowering, into forms the tile lowering handles:
 //!
 //! - a computed operand broadcast along its last dimension (`x[.., c] op
-//!   s[.., 1]`, as softmax and layer normalisation do) is first expanded to
-//!   the full width by a product with a row of ones (`s · 1[1, C]`, a
+//!   s[.., 1]`, as softmax and layer normalisation do) is left to the
+//!   lowering where the machine broadcasts lanes in registers and the other
+//!   operand is computed at the full shape; otherwise it is first expanded
+//!   to the full width by a product with a row of ones (`s · 1[1, C]`, a
 //!   contraction of depth 1, which every machine with a matrix product has);
 //! - a reduction that drops its dimensions (`keepdims = 0`) keeps them and is
 //!   followed by a `Reshape`; one over several trailing dimensions reduces a
@@ -45,6 +47,10 @@ pub struct Caps {
     pub min_reduction: bool,
     /// Rounding to an integer (`d = round(a)`).
     pub round: bool,
+    /// A row result is broadcast along the lanes in registers (a lane
+    /// broadcast, [`super::ops::broadcast_lanes`]) where it meets a computed
+    /// operand of the full width, instead of widened by a product first.
+    pub lane_broadcast: bool,
 }
 
 /// The graph with the rewrites applied (unchanged when none applies).
@@ -105,6 +111,17 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
         Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Max | Op::Min => {
             let shape = g.ty(n.outputs[0]).shape.clone();
             let mut inputs = n.inputs.clone();
+            // The lowering broadcasts a one-column operand along a computed
+            // running value of the full shape (not a constant: those are
+            // expanded at home and never run in registers first).
+            let full = n
+                .inputs
+                .iter()
+                .any(|v| !g.constants.contains_key(v) && g.ty(*v).shape == shape);
+            if caps.lane_broadcast && full {
+                out.nodes.push(n.clone());
+                return Ok(());
+            }
             for x in inputs.iter_mut() {
                 if let Some(wide) = widen(out, *x, &shape, &n.name)? {
                     *x = wide;

@@ -349,6 +349,11 @@ pub struct Options {
     /// producer to their last reader, instead of a round trip through the
     /// home memory, as many as fit beside the tiles (`docs/compiler.md`, "Regions").
     pub residency: bool,
+    /// A row result (softmax's maximum and sum, layer normalisation's mean
+    /// and scale) meets its row in registers through the machine's lane
+    /// broadcast, instead of being widened to the full row by a product
+    /// with a row of ones and read back.
+    pub broadcast_rows: bool,
 }
 
 impl Default for Options {
@@ -363,6 +368,7 @@ impl Default for Options {
             order_search: true,
             spread_transfers: true,
             residency: true,
+            broadcast_rows: true,
         }
     }
 }
@@ -433,8 +439,14 @@ pub fn compile_mapped(
                 opts.residency = false;
                 notes.push(format!("values not kept on chip across regions: {e}"));
             }
+            Err((e, _)) if opts.broadcast_rows => {
+                opts.broadcast_rows = false;
+                notes.push(format!(
+                    "row results widened by products instead of broadcast in registers: {e}"
+                ));
+            }
             Err((e, _))
-                if opts.fuse_attention && !fuse::attention(&canon_for(t, m, g)?).is_empty() =>
+                if opts.fuse_attention && !fuse::attention(&canon_for(t, m, g, opts)?).is_empty() =>
             {
                 opts.fuse_attention = false;
                 notes.push(format!("attention not kept on chip: {e}"));
@@ -448,12 +460,18 @@ pub fn compile_mapped(
 const MAX_EVICTIONS: usize = 4;
 
 /// The graph after the rewrites before lowering, for machine `m`.
-fn canon_for(t: &targets::Target, m: &Machine, g: &Graph) -> Result<Graph, LowerError> {
+fn canon_for(
+    t: &targets::Target,
+    m: &Machine,
+    g: &Graph,
+    opts: Options,
+) -> Result<Graph, LowerError> {
     let info = Info::new(m).map_err(err)?;
     let probe = Emitter::new(m, t.isa(), &info);
     let caps = canon::Caps {
         min_reduction: !reduce::forms(&probe, crate::ir::ReduceKind::Min).is_empty(),
         round: !ops::ew_forms(&probe, Ew::Call(Func::Round)).is_empty(),
+        lane_broadcast: opts.broadcast_rows && !ops::lane_broadcast_files(&probe).is_empty(),
     };
     canon::prepare(g, caps)
 }
@@ -477,7 +495,7 @@ fn compile_once(
         )))
     })?;
     let info = Info::new(m).map_err(|e| plain(err(e)))?;
-    let prepared = canon_for(t, m, g).map_err(plain)?;
+    let prepared = canon_for(t, m, g, opts).map_err(plain)?;
     let g = &prepared;
     if let Some(missing) = mappings.mappings.keys().find(|k| {
         !g.nodes
@@ -1648,15 +1666,22 @@ impl Lowerer<'_> {
         if vs == os {
             return Ok(Val::Mem(home.tile(r, c, h, w)));
         }
-        // Broadcast: output row i reads input row f(i); the last dimension must not broadcast.
-        if vs.last() != os.last() {
+        // Broadcast: output row i reads input row f(i). A last dimension of
+        // 1 is a row result, read as one column and broadcast along the
+        // lanes in registers (`ops::broadcast_lanes`).
+        let lanes = vs.last() == Some(&1) && os.last() > Some(&1);
+        if vs.last() != os.last() && !lanes {
             return Err(err(format!(
                 "broadcasting computed tensor `{}` along its last dimension is not supported yet",
                 g.values[v.index()].name
             )));
         }
+        let (c, w) = if lanes { (0, 1) } else { (c, w) };
         let rows_of = broadcast_offsets(&vs[..vs.len() - 1], &os[..os.len() - 1]);
         let src_row = |i: i64| rows_of[i as usize] as i64;
+        if (0..h).all(|i| src_row(r + i) == src_row(r) + i) {
+            return Ok(Val::Mem(home.tile(src_row(r), c, h, w)));
+        }
         let land = self.landing_of(home.dtype)?;
         let Place::Mem(lm) = land.place else {
             unreachable!()

@@ -279,6 +279,15 @@ pub fn chain(e: &mut Emitter, input: Val, steps: &[Step]) -> Result<Val, String>
                 i += n;
             }
             None => {
+                let narrow = |v: &Option<Val>| {
+                    v.as_ref().is_some_and(|v| v.dims().1 == 1 && cur.dims().1 > 1)
+                };
+                if narrow(&steps[i].other) || narrow(&steps[i].third) {
+                    return Err(format!(
+                        "cannot broadcast a row result along the lanes for `{}`: no register file computes it",
+                        steps[i].ew.text()
+                    ));
+                }
                 cur = mem_step(e, cur, &steps[i], &forms[0])?;
                 i += 1;
             }
@@ -343,13 +352,15 @@ fn reg_chain(
         let pad = pad_for(e, l0);
         Val::Mem(to_mem(e, input, l0, pad)?)
     };
+    // A one-column operand of a wider tile is a row result broadcast along the lanes.
+    let narrow = |v: &Val| v.dims().1 == 1 && cols > 1;
     let mut others: Vec<Option<Val>> = Vec::new();
     let mut thirds: Vec<Option<Val>> = Vec::new();
     for s in steps {
         for (src, dst) in [(&s.other, &mut others), (&s.third, &mut thirds)] {
             dst.push(match src {
                 // A value already in one register of the file is used where it is.
-                Some(Val::Reg(r)) if r.file == file && rows <= gr && cols <= gc => {
+                Some(Val::Reg(r)) if r.file == file && rows <= gr && cols <= gc && !narrow(src.as_ref().unwrap()) => {
                     Some(Val::Reg(r.clone()))
                 }
                 Some(o) => {
@@ -387,6 +398,21 @@ fn reg_chain(
     let mut r = 0;
     while r < rows {
         let h = gr.min(rows - r);
+        // Row results broadcast along the lanes, once per block of rows.
+        let wide = |e: &mut Emitter, m: &Option<Val>| -> Result<Option<Val>, String> {
+            match m {
+                Some(Val::Mem(t)) if narrow(&Val::Mem(t.clone())) => {
+                    let Val::Reg(a) = e.to_loc(Val::Mem(t.view(r, 0, h, 1)), loc, None, Pad::Dense)?
+                    else {
+                        return Err("a row result did not land in a register".to_owned());
+                    };
+                    Ok(Some(Val::Reg(broadcast_lanes(e, &a, (gr, gc), h, gc.min(cols))?)))
+                }
+                _ => Ok(None),
+            }
+        };
+        let wide_others = others.iter().map(|o| wide(e, o)).collect::<Result<Vec<_>, _>>()?;
+        let wide_thirds = thirds.iter().map(|o| wide(e, o)).collect::<Result<Vec<_>, _>>()?;
         let mut c = 0;
         while c < cols {
             let w = gc.min(cols - c);
@@ -394,20 +420,24 @@ fn reg_chain(
                 Val::Mem(t) => e.to_loc(Val::Mem(t.view(r, c, h, w)), loc, None, Pad::Dense)?,
                 Val::Reg(_) => input.clone(),
             };
-            for (((s, f), o), t) in steps.iter().zip(forms).zip(&others).zip(&thirds) {
-                let mut load = |m: &Option<Val>| -> Result<Option<Val>, String> {
-                    match m {
-                        Some(Val::Mem(m)) => Ok(Some(e.to_loc(
+            for (k, (s, f)) in steps.iter().zip(forms).enumerate() {
+                let mut load = |m: &Option<Val>, wide: &Option<Val>| -> Result<Option<Val>, String> {
+                    match (m, wide) {
+                        (_, Some(b)) => Ok(Some(b.clone())),
+                        (Some(Val::Mem(m)), None) => Ok(Some(e.to_loc(
                             Val::Mem(m.view(r, c, h, w)),
                             loc,
                             None,
                             Pad::Dense,
                         )?)),
-                        Some(v) => Ok(Some(v.clone())),
-                        None => Ok(None),
+                        (Some(v), None) => Ok(Some(v.clone())),
+                        (None, None) => Ok(None),
                     }
                 };
-                let (y, z) = (load(o)?, load(t)?);
+                let (y, z) = (
+                    load(&others[k], &wide_others[k])?,
+                    load(&thirds[k], &wide_thirds[k])?,
+                );
                 x = reg_op(e, f, s, x, y, z, h, w)?;
             }
             e.to_loc(x, back, Some(&out.view(r, c, h, w)), Pad::Dense)?;
@@ -852,6 +882,126 @@ fn scale_op(tensors: Vec<TileTensor>, w: i64) -> TileOp {
             })),
         ),
     }
+}
+
+/// The tile operations of a lane broadcast into `d` (`rows` x `cols`, or
+/// `cols` lanes at rank 1) from the first lane of each row of `a`: a read of
+/// lane 0 (`d[i, j] = a[i, 0]`, `d[i] = a[0]`) or a row reduction over one
+/// lane (`d[i, j] = sum(k) a[i, k]`, `d[i] = sum(j) a[j]`, `k < 1`).
+fn lane_ops(d: TileTensor, a: TileTensor, rank: usize, rows: i64, cols: i64) -> Vec<TileOp> {
+    let zero = Affine {
+        terms: Vec::new(),
+        constant: 0,
+        offsets: Vec::new(),
+    };
+    let op = |extents: Vec<i64>, target: Vec<Affine>, value: TileExpr| TileOp {
+        tensors: vec![d.clone(), a.clone()],
+        extents,
+        target: TileAccess {
+            tensor: 0,
+            indices: target,
+        },
+        op: AssignOp::Set,
+        value,
+    };
+    let read = |indices: Vec<Affine>| {
+        TileExpr::Access(TileAccess {
+            tensor: 1,
+            indices,
+        })
+    };
+    let sum = |over: usize, indices: Vec<Affine>| {
+        TileExpr::Reduce(ReduceOp::Sum, vec![IndexId(over as u32)], Box::new(read(indices)))
+    };
+    if rank == 2 {
+        vec![
+            op(vec![rows, cols], vec![ix(0), ix(1)], read(vec![ix(0), zero])),
+            op(vec![rows, cols, 1], vec![ix(0), ix(1)], sum(2, vec![ix(0), ix(2)])),
+        ]
+    } else {
+        vec![
+            op(vec![cols], vec![ix(0)], read(vec![zero])),
+            op(vec![cols, 1], vec![ix(0)], sum(1, vec![ix(1)])),
+        ]
+    }
+}
+
+/// Register files of the machine that can broadcast the first lane of a row
+/// to every lane ([`broadcast_lanes`]).
+pub fn lane_broadcast_files(e: &Emitter) -> Vec<isa_specs::model::RegFileId> {
+    let mut files = Vec::new();
+    for (fi, f) in e.m.regfiles.iter().enumerate() {
+        let file = isa_specs::model::RegFileId(fi as u32);
+        let rank = f.shape.len();
+        if !f.dtype.is_float() || !(1..=2).contains(&rank) {
+            continue;
+        }
+        let t = |shape: Vec<i64>| TileTensor {
+            dtype: f.dtype,
+            shape,
+            place: TilePlace::Reg { file, reg: 0 },
+        };
+        let ones = vec![1; rank];
+        let found = lane_ops(t(ones.clone()), t(ones), rank, 1, 1)
+            .iter()
+            .any(|op| {
+                e.isa.match_op(e.m, op).iter().any(|(id, b)| {
+                    (0..2).all(|t| {
+                        b.operand
+                            .iter()
+                            .position(|x| *x == Some(t))
+                            .and_then(|oi| operand_loc(e.m, *id, oi))
+                            .is_some_and(|l| l.place == Place::Reg(file))
+                    })
+                })
+            });
+        if found {
+            files.push(file);
+        }
+    }
+    files
+}
+
+/// Lane 0 of each of the `h` rows of register `a` in every lane of a new
+/// register of the same file (`h` x `w` used; the instruction may write the
+/// whole `gr` x `gc` register): a row result (a maximum, a sum) broadcast
+/// along the row without a product with a row of ones.
+pub fn broadcast_lanes(
+    e: &mut Emitter,
+    a: &RegTile,
+    (gr, gc): (i64, i64),
+    h: i64,
+    w: i64,
+) -> Result<RegTile, String> {
+    let rank = e.m.regfiles[a.file.index()].shape.len();
+    let d = e.vreg(a.file);
+    let mut last = "no instruction broadcasts a lane along a row".to_owned();
+    let rows_tries = if rank == 2 { vec![h, gr] } else { vec![1] };
+    for rows in rows_tries {
+        for (cols, a_cols) in [(w, 1), (gc, 1), (w, gc), (gc, gc)] {
+            let shape = |c: i64| if rank == 2 { vec![rows, c] } else { vec![c] };
+            let (dt, dr) = Emitter::reg_tensor(a.file, a.dtype, d, shape(cols));
+            let (at, ar) = Emitter::reg_tensor(a.file, a.dtype, a.reg, shape(a_cols));
+            for op in lane_ops(dt, at, rank, rows, cols) {
+                match e.emit(&op, &[dr, ar], None) {
+                    Ok(_) => {
+                        return Ok(RegTile {
+                            file: a.file,
+                            dtype: a.dtype,
+                            reg: d,
+                            rows: h,
+                            cols: w,
+                        });
+                    }
+                    Err(err) => last = err,
+                }
+            }
+        }
+    }
+    Err(format!(
+        "cannot broadcast a row result along the lanes of `{}`: {last}",
+        e.m.regfiles[a.file.index()].name
+    ))
 }
 
 /// `s = src[0]`.
