@@ -838,10 +838,16 @@ impl Lowerer<'_> {
             kept.insert(v, (mem, b));
             true
         };
-        for (a, keep) in &mut self.attentions {
-            let own: Vec<ValueId> = a.inner.iter().copied().filter(|v| candidate(*v)).collect();
-            let n = own.iter().filter(|v| try_keep(**v, &mut kept)).count();
-            *keep = (n, own.len());
+        // Without residency, attention's intermediates are the only
+        // candidates; with it, they compete with the others on the same
+        // terms (first-come kept the large scores of a long sequence and
+        // left no room for values that save more traffic per byte).
+        if !self.opts.residency {
+            for (a, _) in &self.attentions {
+                for v in a.inner.iter().copied().filter(|v| candidate(*v)) {
+                    try_keep(v, &mut kept);
+                }
+            }
         }
         if self.opts.residency {
             let mut rest: Vec<ValueId> = made
@@ -863,6 +869,11 @@ impl Lowerer<'_> {
             for v in rest {
                 try_keep(v, &mut kept);
             }
+        }
+        for (a, keep) in &mut self.attentions {
+            let own = a.inner.iter().filter(|v| candidate(**v));
+            let n = own.clone().filter(|v| kept.contains_key(*v)).count();
+            *keep = (n, own.count());
         }
         Ok(kept)
     }
