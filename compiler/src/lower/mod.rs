@@ -733,10 +733,10 @@ impl Lowerer<'_> {
     /// (through its views).
     ///
     /// Candidates are the values made by one node and read by later ones
-    /// that are neither graph outputs nor views: first the intermediates of
-    /// each recognised attention (fused regions), then, with
-    /// [`Options::residency`], every other value passed between regions.
-    /// Each lives from its producer to its last reader; a candidate is kept
+    /// that are neither graph outputs nor views: with
+    /// [`Options::residency`], every value passed between regions; without
+    /// it, only the intermediates of each recognised attention (fused
+    /// regions), in program order. Each lives from its producer to its last reader; a candidate is kept
     /// when, at every node it is live across, the values kept come to at
     /// most half of the memory tiles from home land in (the other half is
     /// the tiles'). Among the others, values with the shortest lives and
