@@ -94,11 +94,97 @@ fn layer_normalization_runs_everywhere() {
 
 #[test]
 fn a_missing_function_in_a_fused_region_names_the_node_that_needs_it() {
-    // Softmax's exp is fused after the widened maximum; the error names the exp.
+    // Softmax's exp is fused after the subtraction of the maximum; the error names the exp.
     let node = NodeProto::new("Softmax", "s", &["x"], &["y"]).with(AttributeProto::int("axis", -1));
     let g = model(node, &[4, 40], vec![]);
     let t = targets::by_name("systolic-os").expect("shipped");
     let e = compiler::lower::compile(t, t.machine(), &g).expect_err("no exp");
     assert_eq!(e.node.as_deref(), Some("s/exp"), "{e}");
     assert_eq!(e.op.as_deref(), Some("Exp"), "{e}");
+}
+
+/// Runs `g` on `target` (its parameters overridden by `set`) with `opts`;
+/// the outputs must match the interpreter.
+fn run_on(
+    g: &compiler::ir::Graph,
+    target: &str,
+    set: &[(&str, i64)],
+    opts: compiler::lower::Options,
+) -> compiler::run::RunResult {
+    let t = targets::by_name(target).expect("shipped");
+    let set: Vec<(String, i64)> = set.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+    let m = t.with_params(&set).expect("parameters");
+    let inputs = compiler::run::random_inputs(g, 5);
+    let r = compiler::run::run_with(t, &m, g, &inputs, None, opts).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{target}: {:?}", r.checks);
+    r
+}
+
+#[test]
+fn row_results_are_broadcast_in_registers_not_widened_by_products() {
+    let softmax =
+        NodeProto::new("Softmax", "s", &["x"], &["y"]).with(AttributeProto::int("axis", -1));
+    let c = 300;
+    let ln = NodeProto::new("LayerNormalization", "ln", &["x", "s", "b"], &["y"])
+        .with(AttributeProto::int("axis", -1));
+    let graphs = [
+        ("softmax", model(softmax, &[20, c], vec![])),
+        (
+            "layernorm",
+            model(
+                ln,
+                &[20, c],
+                vec![ramp("s", &[c], 0.5, 0.01), ramp("b", &[c], -0.25, 0.005)],
+            ),
+        ),
+    ];
+    let widened = |r: &compiler::run::RunResult| {
+        r.compiled.regions.iter().filter(|(n, _)| n.contains("/widen")).count()
+    };
+    for target in ["vliw-systolic", "simd-dsp"] {
+        for (what, g) in &graphs {
+            let on = run_on(g, target, &[], compiler::lower::Options::default());
+            let off = run_on(
+                g,
+                target,
+                &[],
+                compiler::lower::Options {
+                    broadcast_rows: false,
+                    ..Default::default()
+                },
+            );
+            assert_eq!(widened(&on), 0, "{what} on {target}: {:?}", on.compiled.regions);
+            assert!(widened(&off) > 0, "{what} on {target}: {:?}", off.compiled.regions);
+            assert!(
+                on.report.cycles < off.report.cycles,
+                "{what} on {target}: {} cycles broadcast, {} widened",
+                on.report.cycles,
+                off.report.cycles
+            );
+        }
+    }
+}
+
+#[test]
+fn rows_too_large_to_stage_whole_are_reduced_in_bands_that_overlap() {
+    // 64 rows of 512 (128 KiB) are more than a quarter of 256 KiB of SRAM:
+    // the rows come on chip in bands of 8, each transfer issued before the
+    // band ahead is reduced, rather than one chunk at a time.
+    let stage_off = compiler::lower::Options {
+        stage_runs: false,
+        ..Default::default()
+    };
+    for op in ["ReduceMax", "ReduceMean"] {
+        let node = NodeProto::new(op, "r", &["x"], &["y"]).with(AttributeProto::ints("axes", &[-1]));
+        let g = model(node, &[64, 512], vec![]);
+        let set = [("SRAM_SIZE", 256 * 1024)];
+        let bands = run_on(&g, "vliw-systolic", &set, compiler::lower::Options::default());
+        let chunks = run_on(&g, "vliw-systolic", &set, stage_off);
+        assert!(
+            bands.report.cycles * 3 < chunks.report.cycles * 2,
+            "{op}: {} cycles in bands, {} chunk by chunk",
+            bands.report.cycles,
+            chunks.report.cycles
+        );
+    }
 }

@@ -448,6 +448,25 @@ fn reg_chain(
     Ok(Val::Mem(out))
 }
 
+/// `a ew b` of two registers of one file (same tile shape), into a new register.
+pub fn reg_binary(e: &mut Emitter, ew: Ew, a: &RegTile, b: &RegTile) -> Result<RegTile, String> {
+    let here = Place::Reg(a.file);
+    let f = ew_forms(e, ew)
+        .into_iter()
+        .find(|f| f.locs.iter().all(|l| l.place == here))
+        .ok_or_else(|| format!("no `{}` in the register file of the operands", ew.text()))?;
+    let s = Step {
+        ew,
+        other: None,
+        swapped: false,
+        third: None,
+    };
+    match reg_op(e, &f, &s, Val::Reg(a.clone()), Some(Val::Reg(b.clone())), None, a.rows, a.cols)? {
+        Val::Reg(r) => Ok(r),
+        Val::Mem(_) => Err("a register operation wrote memory".to_owned()),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn reg_op(
     e: &mut Emitter,

@@ -277,21 +277,90 @@ impl Lowerer<'_> {
         // (a machine without a copy between on-chip tiles), from home.
         let cp = self.e.checkpoint();
         if let Some(staged) = self.stage_whole(src)? {
-            match self.reduce_rows(f, kind, &staged, dst) {
+            match self.reduce_rows(f, kind, &staged, dst, 0) {
                 Ok(()) => return Ok(()),
                 Err(_) => self.e.rollback(cp),
             }
         }
-        self.reduce_rows(f, kind, src, dst)
+        if self.opts.stage_runs && src.mem == self.info.home {
+            let cp = self.e.checkpoint();
+            match self.reduce_bands(f, kind, src, dst) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(_) => self.e.rollback(cp),
+            }
+        }
+        self.reduce_rows(f, kind, src, dst, 0)
     }
 
-    /// The row-block loop of [`Self::reduce_with`], reading `src` where it is.
+    /// [`Self::reduce_rows`] over bands of rows of `src` (at home, too
+    /// large to stage whole), each brought on chip in one transfer issued
+    /// before the band ahead of it is reduced, so transfers overlap the
+    /// reductions. False when no band fits.
+    fn reduce_bands(
+        &mut self,
+        f: &Form,
+        kind: ReduceKind,
+        src: &super::Home,
+        dst: &super::Home,
+    ) -> Result<bool, LowerError> {
+        let land = self.landing_of(src.dtype)?;
+        let Place::Mem(lm) = land.place else {
+            return Ok(false);
+        };
+        let block = match f.src.place {
+            Place::Reg(file) => self.e.granule(file).0,
+            Place::Mem(_) => 1,
+        };
+        let cap = self.e.m.memories[lm.index()].size.value.max(0) as u64;
+        let row_bytes = src.pitch.max(1) as u64 * land.dtype.bytes();
+        // Two bands in flight within an eighth of the memory.
+        let band = ((cap / 16 / row_bytes) as i64 / block * block).min(src.rows);
+        if band < block.max(1) {
+            return Ok(false);
+        }
+        let stage = |l: &mut Self, r: i64| -> Result<(super::Home, MemTile), LowerError> {
+            let h = band.min(src.rows - r);
+            let buf = l.e.buffer_padded(lm, land.dtype, h, src.cols, Pad::Aligned);
+            let moved = l
+                .e
+                .to_loc(Val::Mem(src.tile(r, 0, h, src.cols)), land, Some(&buf), Pad::Dense)
+                .map_err(err)?;
+            let Val::Mem(t) = moved else {
+                return Err(err("a band landed in a register"));
+            };
+            let home = super::Home {
+                mem: lm,
+                base: buf.base,
+                dtype: land.dtype,
+                rows: h,
+                cols: src.cols,
+                pitch: buf.pitch,
+            };
+            Ok((home, t))
+        };
+        let mut next = Some(stage(self, 0)?);
+        let mut r = 0;
+        while let Some((home, t)) = next.take() {
+            if r + band < src.rows {
+                next = Some(stage(self, r + band)?);
+            }
+            self.e.ready(&t).map_err(err)?;
+            self.reduce_rows(f, kind, &home, dst, r)?;
+            r += band;
+        }
+        Ok(true)
+    }
+
+    /// The row-block loop of [`Self::reduce_with`], reading `src` where it
+    /// is, writing its row `i` to row `at + i` of `dst`.
     fn reduce_rows(
         &mut self,
         f: &Form,
         kind: ReduceKind,
         src: &super::Home,
         dst: &super::Home,
+        at: i64,
     ) -> Result<(), LowerError> {
         let home = dst.mem;
         let (gr, gc) = match f.src.place {
@@ -311,8 +380,13 @@ impl Lowerer<'_> {
         let mut r = 0;
         while r < src.rows {
             let h = block.min(src.rows - r);
-            let mut acc: Option<Val> = None;
-            let mut c = 0;
+            // Whole-register chunks are combined element-wise first (a
+            // tree), then reduced across the lanes once.
+            let mut acc: Option<Val> = self.reduce_whole_chunks(f, kind, src, r, h, combine, (gr, gc))?;
+            let mut c = match acc {
+                Some(_) => src.cols / gc * gc,
+                None => 0,
+            };
             while c < src.cols {
                 let w = gc.min(src.cols - c);
                 let tile = src.tile(r, c, h, w);
@@ -352,11 +426,115 @@ impl Lowerer<'_> {
                 place: Place::Mem(home),
                 dtype: dst.dtype,
             };
-            let d = dst.tile(r, 0, h, 1);
+            let d = dst.tile(at + r, 0, h, 1);
             self.e.to_loc(v, to, Some(&d), Pad::Dense).map_err(err)?;
             r += h;
         }
         Ok(())
+    }
+
+    /// The reduction of the whole-register chunks of rows `r..r + h` of
+    /// `src` (at least two, on chip, with a register form): loaded, combined
+    /// pairwise by `combine` in registers, and reduced across the lanes by
+    /// one instruction. None when that does not apply.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_whole_chunks(
+        &mut self,
+        f: &Form,
+        kind: ReduceKind,
+        src: &super::Home,
+        r: i64,
+        h: i64,
+        combine: Ew,
+        (gr, gc): (i64, i64),
+    ) -> Result<Option<Val>, LowerError> {
+        let full = src.cols / gc;
+        if full < 2 || src.mem == self.info.home || !matches!(f.src.place, Place::Reg(_)) {
+            return Ok(None);
+        }
+        let cp = self.e.checkpoint();
+        let attempt = (|| -> Result<Val, String> {
+            let mut regs = Vec::with_capacity(full as usize);
+            for k in 0..full {
+                match self.e.to_loc(Val::Mem(src.tile(r, k * gc, h, gc)), f.src, None, Pad::Dense)? {
+                    Val::Reg(x) => regs.push(x),
+                    Val::Mem(_) => return Err("a chunk did not land in a register".to_owned()),
+                }
+            }
+            while regs.len() > 1 {
+                let mut next = Vec::with_capacity(regs.len().div_ceil(2));
+                let mut it = regs.into_iter();
+                while let Some(a) = it.next() {
+                    next.push(match it.next() {
+                        Some(b) => ops::reg_binary(&mut self.e, combine, &a, &b)?,
+                        None => a,
+                    });
+                }
+                regs = next;
+            }
+            let x = regs.pop().ok_or("no chunk")?;
+            self.reduce_reg(f, kind, &x, h, gc, (gr, gc))
+        })();
+        match attempt {
+            Ok(v) => Ok(Some(v)),
+            Err(_) => {
+                self.e.rollback(cp);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Register `x` (`h` x `w`) reduced across its lanes by form `f`.
+    fn reduce_reg(
+        &mut self,
+        f: &Form,
+        kind: ReduceKind,
+        x: &RegTile,
+        h: i64,
+        w: i64,
+        (gr, gc): (i64, i64),
+    ) -> Result<Val, String> {
+        let Place::Reg(dfile) = f.dst.place else {
+            return Err("not a register form".to_owned());
+        };
+        let op = reduce_op(kind);
+        let tries: Vec<Try> = match f.shape {
+            Shape::Rows => [h, gr]
+                .into_iter()
+                .flat_map(|rows| {
+                    [1, w, gc]
+                        .into_iter()
+                        .map(move |dc| (vec![rows, dc], vec![rows, w], vec![rows, dc, w], false))
+                })
+                .collect(),
+            Shape::Lanes => vec![
+                (vec![w], vec![w], vec![w, w], false),
+                (vec![gc], vec![w], vec![gc, w], false),
+            ],
+            _ => return Err("not a register row reduction".to_owned()),
+        };
+        let d = self.e.vreg(dfile);
+        let mut last = "no shape fits".to_owned();
+        for (ds, as_, ext, _) in tries {
+            let (dt, dr) = super::emit::Emitter::reg_tensor(dfile, f.dst.dtype, d, ds);
+            let (at, ar) = Val::Reg(x.clone()).tensor(as_);
+            match self
+                .e
+                .emit(&red_op(op, f.shape, dt, at, ext), &[dr, ar], Some(f.inst))
+            {
+                Ok(_) => {
+                    return Ok(Val::Reg(RegTile {
+                        file: dfile,
+                        dtype: f.dst.dtype,
+                        reg: d,
+                        rows: h,
+                        cols: 1,
+                    }));
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// The whole of `src` (at home) brought on chip in one transfer and
