@@ -1,7 +1,9 @@
 //! Selector patterns: each instruction's semantics as generated matching
 //! code. `match_<id>` compares a tile operation with the instruction's one
 //! assignment node by node, binding indices and operands through
-//! `isa_specs::select::Binder`; `match_all` tries every instruction.
+//! `isa_specs::select::Binder`; `match_all` tries every instruction whose
+//! assignment kind and outermost value node agree with the operation (a
+//! cheap test before a binder is set up).
 //! Deriving operand values and checking them is `isa_specs::select::finish`.
 
 use crate::Ctx;
@@ -146,6 +148,37 @@ fn single_assign(inst: &Instruction) -> Option<(&Access, AssignOp, &SemExpr)> {
     assigns.next().is_none().then_some(first)
 }
 
+/// A cheap test `match_all` makes before setting up a binder: the
+/// assignment kind and the outermost node of the value (most instructions
+/// fail here).
+fn quick_test(inst: &Instruction) -> Option<TokenStream> {
+    let (_, op, value) = single_assign(inst)?;
+    let opv = variant(quote!(AssignOp), op);
+    let top = match value {
+        SemExpr::Access(_) => quote!(TileExpr::Access(_)),
+        SemExpr::Index(_) => quote!(TileExpr::Index(_)),
+        SemExpr::Const(_) => quote!(TileExpr::Const(_)),
+        SemExpr::Neg(_) => quote!(TileExpr::Neg(_)),
+        SemExpr::Binary(b, _, _) => {
+            let bv = variant(quote!(BinOp), b);
+            quote!(TileExpr::Binary(#bv, _, _))
+        }
+        SemExpr::Call(f, _) => {
+            let fv = variant(quote!(Func), f);
+            quote!(TileExpr::Call(#fv, _))
+        }
+        SemExpr::Cast(d, _) => {
+            let dv = variant(quote!(DType), d);
+            quote!(TileExpr::Cast(#dv, _))
+        }
+        SemExpr::Reduce(r, _, _) => {
+            let rv = variant(quote!(ReduceOp), r);
+            quote!(TileExpr::Reduce(#rv, _, _))
+        }
+    };
+    Some(quote!(op.op == #opv && matches!(&op.value, #top)))
+}
+
 fn emit_matcher(ctx: &Ctx, i: usize) -> Option<TokenStream> {
     let inst = &ctx.machine.instructions[i];
     let (target, op, value) = single_assign(inst)?;
@@ -183,9 +216,12 @@ pub fn generate(ctx: &Ctx) -> syn::File {
             format_ident!("match_{}", i),
             u32::try_from(*i).unwrap_or(u32::MAX),
         );
+        let quick = quick_test(&m.instructions[*i]).unwrap_or(quote!(true));
         quote! {
-            let mut b = Binder::new(&m.instructions[#i]);
-            if #name(m, op, &mut b) { out.push((InstId(#id), b)); }
+            if #quick {
+                let mut b = Binder::new(&m.instructions[#i]);
+                if #name(m, op, &mut b) { out.push((InstId(#id), b)); }
+            }
         }
     });
     let fns = matchers.iter().map(|(_, t)| t);
