@@ -188,3 +188,27 @@ fn rows_too_large_to_stage_whole_are_reduced_in_bands_that_overlap() {
         );
     }
 }
+
+#[test]
+fn uniform_constants_are_splatted_into_registers_not_expanded_at_home() {
+    // relu(x * 0.5 + 1) / 4 on 64 x 256: every constant is one value.
+    let scale = NodeProto::new("Mul", "scale", &["x", "half"], &["s"]);
+    let shift = NodeProto::new("Add", "shift", &["s", "one"], &["t"]);
+    let relu = NodeProto::new("Relu", "relu", &["t"], &["r"]);
+    let div = NodeProto::new("Div", "div", &["r", "four"], &["y"]);
+    let g = folded(
+        vec![scale, shift, relu, div],
+        &[64, 256],
+        &["y"],
+        vec![
+            TensorProto::from_f32("half", &[], &[0.5]),
+            TensorProto::from_f32("one", &[1], &[1.0]),
+            TensorProto::from_f32("four", &[1, 1], &[4.0]),
+        ],
+    );
+    let r = run_on(&g, "vliw-systolic", &[], compiler::lower::Options::default());
+    let data: usize = r.compiled.program.data.iter().map(|d| d.bytes.len()).sum();
+    assert_eq!(data, 0, "constants placed at home: {data} bytes");
+    // Where the machine has no immediate splat, they are still tiles at home.
+    assert_eq!(check(&g, "uniform constants", &[]), targets::all().len());
+}

@@ -85,6 +85,10 @@ pub enum Val {
     Mem(MemTile),
     /// In a register.
     Reg(RegTile),
+    /// A register holding one value in every element: a uniform constant,
+    /// standing for a tile of any shape in the chains of its register file
+    /// (it never moves to memory).
+    Splat(RegTile),
 }
 
 impl Val {
@@ -92,7 +96,7 @@ impl Val {
     pub fn loc(&self) -> Loc {
         match self {
             Val::Mem(t) => t.loc(),
-            Val::Reg(r) => Loc {
+            Val::Reg(r) | Val::Splat(r) => Loc {
                 place: Place::Reg(r.file),
                 dtype: r.dtype,
             },
@@ -103,7 +107,7 @@ impl Val {
     pub fn tensor(&self, shape: Vec<i64>) -> (TileTensor, Ref) {
         match self {
             Val::Mem(t) => Emitter::mem_tensor(t, shape),
-            Val::Reg(r) => Emitter::reg_tensor(r.file, r.dtype, r.reg, shape),
+            Val::Reg(r) | Val::Splat(r) => Emitter::reg_tensor(r.file, r.dtype, r.reg, shape),
         }
     }
 
@@ -111,7 +115,7 @@ impl Val {
     pub fn dims(&self) -> (i64, i64) {
         match self {
             Val::Mem(t) => (t.rows, t.cols),
-            Val::Reg(r) => (r.rows, r.cols),
+            Val::Reg(r) | Val::Splat(r) => (r.rows, r.cols),
         }
     }
 }
@@ -711,7 +715,7 @@ impl<'a> Emitter<'a> {
                 // The transfers: the whole tile when both sides allow it, else row by row.
                 let mut ops: Vec<(TileOp, Vec<Ref>)> = Vec::new();
                 match v {
-                    Val::Reg(_) => {
+                    Val::Reg(_) | Val::Splat(_) => {
                         let full: Vec<i64> = match c.from.place {
                             Place::Reg(f) => self.m.regfiles[f.index()]
                                 .shape
@@ -920,6 +924,9 @@ impl<'a> Emitter<'a> {
         dst: Option<&MemTile>,
         pad: Pad,
     ) -> Result<Val, String> {
+        if let Val::Splat(_) = v {
+            return Err("a uniform constant in a register stands for no particular tile".to_owned());
+        }
         if v.loc() == to && dst.is_none_or(|d| matches!(&v, Val::Mem(t) if t == d)) {
             return Ok(v);
         }

@@ -856,7 +856,7 @@ impl Lowerer<'_> {
             .map_err(err)?
         {
             Val::Mem(t) => t,
-            Val::Reg(_) => return Err(err("a row landed in a register")),
+            Val::Reg(_) | Val::Splat(_) => return Err(err("a row landed in a register")),
         };
         let land = self
             .info
@@ -879,7 +879,7 @@ impl Lowerer<'_> {
             .map_err(err)?
         {
             Val::Mem(t) => t,
-            Val::Reg(_) => return Err(err("B landed in a register")),
+            Val::Reg(_) | Val::Splat(_) => return Err(err("B landed in a register")),
         };
         let mut acc: Option<Val> = None;
         for k in 0..p.k {
@@ -1147,7 +1147,7 @@ impl Lowerer<'_> {
                 .map_err(err)?
             {
                 Val::Mem(t) => t,
-                Val::Reg(_) => return Err(err("staged operand landed in a register")),
+                Val::Reg(_) | Val::Splat(_) => return Err(err("staged operand landed in a register")),
             };
             *staged = Some(Staged {
                 k0,

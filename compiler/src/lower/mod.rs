@@ -1323,17 +1323,30 @@ impl Lowerer<'_> {
             steps.push((ew, other, swapped));
             running = m.outputs[0];
         }
+        // A constant with one value in every element is a register written
+        // once per tile where the machine has an immediate splat, instead of
+        // a tile of the output's shape read from home.
+        let uniform = |v: ValueId, ew: Ew| -> Option<Operand> {
+            let t = g.constants.get(&v)?;
+            let k = *t.data.first()?;
+            if !t.data.iter().all(|x| x.to_bits() == k.to_bits()) {
+                return None;
+            }
+            ops::splat_file(&self.e, ew).map(|f| Operand::Uniform(k, f))
+        };
+        let zeros = |ew: Ew| ops::splat_file(&self.e, ew).map_or(Operand::Zeros, |f| Operand::Uniform(0.0, f));
         // Rewrites for missing instructions: relu as max with zeros, division as a reciprocal times.
         let mut plan: Vec<(Ew, Option<Operand>, bool)> = Vec::new();
         for (ew, other, swapped) in steps {
-            let other = other.map(Operand::Value);
+            let as_operand = |ew: Ew| other.map(|v| uniform(v, ew).unwrap_or(Operand::Value(v)));
+            let other = as_operand(ew);
             match ew {
                 Ew::Relu if ops::ew_forms(&self.e, Ew::Relu).is_empty() => {
-                    plan.push((Ew::Max, Some(Operand::Zeros), false));
+                    plan.push((Ew::Max, Some(zeros(Ew::Max)), false));
                 }
                 // -x as 0 - x.
                 Ew::Neg if ops::ew_forms(&self.e, Ew::Neg).is_empty() => {
-                    plan.push((Ew::Sub, Some(Operand::Zeros), true));
+                    plan.push((Ew::Sub, Some(zeros(Ew::Sub)), true));
                 }
                 Ew::Div if ops::ew_forms(&self.e, Ew::Div).is_empty() => {
                     if ops::ew_forms(&self.e, Ew::Recip).is_empty() {
@@ -1341,12 +1354,21 @@ impl Lowerer<'_> {
                             "cannot compile: the target lacks `d = a / b` and `d = recip(a)`",
                         ));
                     }
+                    let other = as_operand(Ew::Mul);
                     if swapped {
                         // b / x as recip(x) * b.
                         plan.push((Ew::Recip, None, false));
                         plan.push((Ew::Mul, other, false));
                     } else {
-                        plan.push((Ew::Mul, other.map(|o| Operand::Recip(Box::new(o))), false));
+                        plan.push((
+                            Ew::Mul,
+                            other.map(|o| match o {
+                                // 1/k once, at compile time.
+                                Operand::Uniform(k, f) => Operand::Uniform(1.0 / k, f),
+                                o => Operand::Recip(Box::new(o)),
+                            }),
+                            false,
+                        ));
                     }
                 }
                 // recip(sqrt(x)) as rsqrt(x), one instruction (and the only way without sqrt).
@@ -1636,6 +1658,7 @@ impl Lowerer<'_> {
                 let t = self.packed_const(None, out, "zeros")?;
                 Ok(Val::Mem(t.view(r, c, h, w)))
             }
+            Operand::Uniform(k, file) => ops::splat(&mut self.e, *file, *k).map_err(err),
             Operand::Recip(inner) => {
                 let x = self.operand(inner, out, r, c, h, w)?;
                 ops::chain(
@@ -2019,6 +2042,9 @@ enum Operand {
     Value(ValueId),
     /// Zeros (relu as `max(x, 0)`).
     Zeros,
+    /// A constant with one value in every element, splatted into a register
+    /// of the file ([`ops::splat`]).
+    Uniform(f64, isa_specs::model::RegFileId),
     /// The reciprocal of an operand (division as multiplication).
     Recip(Box<Operand>),
 }

@@ -300,7 +300,7 @@ pub fn chain(e: &mut Emitter, input: Val, steps: &[Step]) -> Result<Val, String>
 fn to_mem(e: &mut Emitter, v: Val, loc: Loc, pad: Pad) -> Result<MemTile, String> {
     match e.to_loc(v, loc, None, pad)? {
         Val::Mem(t) => Ok(t),
-        Val::Reg(_) => Err("a tile landed in a register".to_owned()),
+        Val::Reg(_) | Val::Splat(_) => Err("a tile landed in a register".to_owned()),
     }
 }
 
@@ -363,6 +363,8 @@ fn reg_chain(
                 Some(Val::Reg(r)) if r.file == file && rows <= gr && cols <= gc && !narrow(src.as_ref().unwrap()) => {
                     Some(Val::Reg(r.clone()))
                 }
+                // A uniform constant serves every granule.
+                Some(Val::Splat(r)) if r.file == file => Some(Val::Splat(r.clone())),
                 Some(o) => {
                     let l = land(e, o)?;
                     let pad = pad_for(e, l);
@@ -418,7 +420,7 @@ fn reg_chain(
             let w = gc.min(cols - c);
             let mut x = match &input {
                 Val::Mem(t) => e.to_loc(Val::Mem(t.view(r, c, h, w)), loc, None, Pad::Dense)?,
-                Val::Reg(_) => input.clone(),
+                Val::Reg(_) | Val::Splat(_) => input.clone(),
             };
             for (k, (s, f)) in steps.iter().zip(forms).enumerate() {
                 let mut load = |m: &Option<Val>, wide: &Option<Val>| -> Result<Option<Val>, String> {
@@ -463,7 +465,7 @@ pub fn reg_binary(e: &mut Emitter, ew: Ew, a: &RegTile, b: &RegTile) -> Result<R
     };
     match reg_op(e, &f, &s, Val::Reg(a.clone()), Some(Val::Reg(b.clone())), None, a.rows, a.cols)? {
         Val::Reg(r) => Ok(r),
-        Val::Mem(_) => Err("a register operation wrote memory".to_owned()),
+        Val::Mem(_) | Val::Splat(_) => Err("a register operation wrote memory".to_owned()),
     }
 }
 
@@ -943,6 +945,90 @@ fn lane_ops(d: TileTensor, a: TileTensor, rank: usize, rows: i64, cols: i64) -> 
             op(vec![cols, 1], vec![ix(0)], sum(1, vec![ix(1)])),
         ]
     }
+}
+
+/// The register file of a float type where an instruction writes one
+/// immediate into every element (`d[i, j] = v`) and `ew` is computed, if any.
+pub fn splat_file(e: &Emitter, ew: Ew) -> Option<isa_specs::model::RegFileId> {
+    let forms = ew_forms(e, ew);
+    e.m.regfiles.iter().enumerate().find_map(|(fi, f)| {
+        let file = isa_specs::model::RegFileId(fi as u32);
+        let here = Place::Reg(file);
+        if !f.dtype.is_float()
+            || !forms.iter().any(|x| x.locs.iter().all(|l| l.place == here))
+        {
+            return None;
+        }
+        let op = splat_op(file, f.dtype, 0, &vec![1; f.shape.len()], 1.0).0;
+        e.isa
+            .match_op(e.m, &op)
+            .iter()
+            .any(|(id, b)| {
+                let operand = |t: usize| b.operand.iter().position(|x| *x == Some(t));
+                let imm = operand(1).is_some_and(|oi| {
+                    !matches!(
+                        e.m.instructions[id.index()].operands[oi].kind,
+                        OperandKind::Reg { .. } | OperandKind::Mem { .. }
+                    )
+                });
+                imm && operand(0)
+                    .and_then(|oi| operand_loc(e.m, *id, oi))
+                    .is_some_and(|l| l.place == here)
+            })
+            .then_some(file)
+    })
+}
+
+/// `d = v` in every element of register `reg` of `file` (shape `shape`),
+/// `v` an immediate operand.
+fn splat_op(
+    file: isa_specs::model::RegFileId,
+    dtype: DType,
+    reg: u32,
+    shape: &[i64],
+    v: f64,
+) -> (TileOp, [Ref; 2]) {
+    let (d, r) = Emitter::reg_tensor(file, dtype, reg, shape.to_vec());
+    let k = TileTensor {
+        dtype,
+        shape: Vec::new(),
+        place: TilePlace::Real(v as f32),
+    };
+    let op = TileOp {
+        tensors: vec![d, k],
+        extents: shape.to_vec(),
+        target: TileAccess {
+            tensor: 0,
+            indices: (0..shape.len()).map(ix).collect(),
+        },
+        op: AssignOp::Set,
+        value: TileExpr::Access(TileAccess {
+            tensor: 1,
+            indices: Vec::new(),
+        }),
+    };
+    (op, [r, Ref::Fixed])
+}
+
+/// A register of `file` holding `v` in every element ([`Val::Splat`]).
+pub fn splat(e: &mut Emitter, file: isa_specs::model::RegFileId, v: f64) -> Result<Val, String> {
+    let f = &e.m.regfiles[file.index()];
+    let (dtype, shape): (DType, Vec<i64>) = (f.dtype, f.shape.iter().map(|d| d.value).collect());
+    let reg = e.vreg(file);
+    let (op, refs) = splat_op(file, dtype, reg, &shape, v);
+    e.emit(&op, &refs, None)?;
+    let (rows, cols) = match shape.as_slice() {
+        [c] => (1, *c),
+        [r, c] => (*r, *c),
+        _ => return Err("a register of rank other than 1 or 2".to_owned()),
+    };
+    Ok(Val::Splat(RegTile {
+        file,
+        dtype,
+        reg,
+        rows,
+        cols,
+    }))
 }
 
 /// Register files of the machine that can broadcast the first lane of a row

@@ -458,7 +458,7 @@ impl Lowerer<'_> {
             for k in 0..full {
                 match self.e.to_loc(Val::Mem(src.tile(r, k * gc, h, gc)), f.src, None, Pad::Dense)? {
                     Val::Reg(x) => regs.push(x),
-                    Val::Mem(_) => return Err("a chunk did not land in a register".to_owned()),
+                    Val::Mem(_) | Val::Splat(_) => return Err("a chunk did not land in a register".to_owned()),
                 }
             }
             while regs.len() > 1 {
@@ -725,7 +725,7 @@ impl Lowerer<'_> {
                     .to_loc(Val::Mem(tile.clone()), f.src, None, Pad::Dense)?
                 {
                     Val::Mem(t) => t,
-                    Val::Reg(_) => return Err("a tile landed in a register".to_owned()),
+                    Val::Reg(_) | Val::Splat(_) => return Err("a tile landed in a register".to_owned()),
                 };
                 self.e.ready(&a)?;
                 let Place::Mem(dm) = f.dst.place else {
