@@ -1688,7 +1688,27 @@ impl Lowerer<'_> {
     ) -> Result<Val, LowerError> {
         let g = self.g;
         let (vs, os) = (&g.ty(v).shape, &g.ty(out).shape);
-        if g.constants.contains_key(&v) {
+        if let Some(k) = g.constants.get(&v) {
+            // Broadcast along leading dimensions only (a mask over heads):
+            // the constant's own rows, where the tile's rows are consecutive
+            // rows of it; otherwise expanded to the output's shape.
+            if vs.len() <= os.len() && vs.last() == os.last() && !vs.is_empty() {
+                let rows_of = broadcast_offsets(&vs[..vs.len() - 1], &os[..os.len() - 1]);
+                let src = |i: i64| rows_of[i as usize] as i64;
+                if (0..h).all(|i| src(r + i) == src(r) + i) {
+                    let key = (v, "own".to_owned());
+                    let t = match self.packed.get(&key) {
+                        Some(t) => t.clone(),
+                        None => {
+                            let (rows, cols) = view(vs);
+                            let t = self.padded(k.data.clone(), rows, cols, self.act).tile(0, 0, rows, cols);
+                            self.packed.insert(key, t.clone());
+                            t
+                        }
+                    };
+                    return Ok(Val::Mem(t.view(src(r), c, h, w)));
+                }
+            }
             let t = self.packed_const(Some(v), out, "expanded")?;
             return Ok(Val::Mem(t.view(r, c, h, w)));
         }
