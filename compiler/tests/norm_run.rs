@@ -212,3 +212,27 @@ fn uniform_constants_are_splatted_into_registers_not_expanded_at_home() {
     // Where the machine has no immediate splat, they are still tiles at home.
     assert_eq!(check(&g, "uniform constants", &[]), targets::all().len());
 }
+
+#[test]
+fn constant_rows_are_loaded_into_every_row_of_a_register_not_expanded_at_home() {
+    // LayerNormalization's scale and shift are rows broadcast down 64 rows.
+    let c = 256;
+    let ln = NodeProto::new("LayerNormalization", "ln", &["x", "s", "b"], &["y"])
+        .with(AttributeProto::int("axis", -1));
+    let g = model(
+        ln,
+        &[64, c],
+        vec![ramp("s", &[c], 0.5, 0.01), ramp("b", &[c], -0.25, 0.005)],
+    );
+    let data = |target: &str| {
+        let r = run_on(&g, target, &[], compiler::lower::Options::default());
+        r.compiled.program.data.iter().map(|d| d.bytes.len()).sum::<usize>()
+    };
+    // Two rows of 256 f32 and the mean's small column of 1/n (vliw-systolic
+    // has a row-broadcasting load)...
+    let vliw = data("vliw-systolic");
+    assert!(vliw <= 4096, "{vliw} bytes of constants");
+    // ...against both expanded to 64 rows where there is none.
+    let simd = data("simd-dsp");
+    assert!(simd >= 2 * 64 * 256 * 4, "{simd} bytes of constants");
+}

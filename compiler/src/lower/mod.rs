@@ -272,6 +272,9 @@ struct Lowerer<'a> {
     kept_a: Option<((usize, i64, i64), matmul::Staged)>,
     /// The runs of its `B` staged for earlier tiles, by `(batch, column, columns)`.
     kept_b: HashMap<(usize, i64, i64), matmul::Staged>,
+    /// Constant rows broadcast down the tiles of the current region, staged
+    /// on chip once for all its tiles.
+    staged_rows: HashMap<(ValueId, i64, i64, i64), MemTile>,
     /// Mappings of products given from outside.
     mappings: &'a Mappings,
     /// The tuning space of each product compiled, in program order.
@@ -546,6 +549,7 @@ fn compile_once(
         opts,
         kept_a: None,
         kept_b: HashMap::new(),
+        staged_rows: HashMap::new(),
         mappings,
         space: Vec::new(),
     };
@@ -1470,6 +1474,7 @@ impl Lowerer<'_> {
         let (rows, cols) = (out_home.rows, out_home.cols);
         self.kept_a = None;
         self.kept_b.clear();
+        self.staged_rows.clear();
         // Tile sizes: the contraction's, or a budget of the smallest on-chip memory.
         let (th, tw) = match &mm {
             Some(p) => (p.tm, p.tn),
@@ -1695,7 +1700,13 @@ impl Lowerer<'_> {
             if vs.len() <= os.len() && vs.last() == os.last() && !vs.is_empty() {
                 let rows_of = broadcast_offsets(&vs[..vs.len() - 1], &os[..os.len() - 1]);
                 let src = |i: i64| rows_of[i as usize] as i64;
-                if (0..h).all(|i| src(r + i) == src(r) + i) {
+                let consecutive = (0..h).all(|i| src(r + i) == src(r) + i);
+                // One row for the whole tile (a bias or scale vector): loaded
+                // into every row of a register where the machine can.
+                let one_row = h > 1
+                    && (0..h).all(|i| src(r + i) == src(r))
+                    && ops::can_broadcast_rows(&self.e);
+                if consecutive || one_row {
                     let key = (v, "own".to_owned());
                     let t = match self.packed.get(&key) {
                         Some(t) => t.clone(),
@@ -1706,6 +1717,9 @@ impl Lowerer<'_> {
                             t
                         }
                     };
+                    if one_row {
+                        return self.staged_row(v, &t, src(r), c, w);
+                    }
                     return Ok(Val::Mem(t.view(src(r), c, h, w)));
                 }
             }
@@ -1758,6 +1772,38 @@ impl Lowerer<'_> {
             }
         }
         Ok(Val::Mem(buf))
+    }
+
+    /// Columns `c..c + w` of row `row` of constant `v` (packed at home as
+    /// `t`), brought on chip once per region: every row of tiles of the
+    /// region reads the same row.
+    fn staged_row(
+        &mut self,
+        v: ValueId,
+        t: &MemTile,
+        row: i64,
+        c: i64,
+        w: i64,
+    ) -> Result<Val, LowerError> {
+        let key = (v, row, c, w);
+        if let Some(s) = self.staged_rows.get(&key) {
+            return Ok(Val::Mem(s.clone()));
+        }
+        let land = self.landing_of(t.dtype)?;
+        let Place::Mem(lm) = land.place else {
+            return Ok(Val::Mem(t.view(row, c, 1, w)));
+        };
+        let buf = self.e.buffer_padded(lm, land.dtype, 1, w, Pad::Aligned);
+        let moved = self
+            .e
+            .to_loc(Val::Mem(t.view(row, c, 1, w)), land, Some(&buf), Pad::Dense)
+            .map_err(err)?;
+        let Val::Mem(s) = moved else {
+            return Err(err("a constant row landed in a register"));
+        };
+        self.e.ready(&s).map_err(err)?;
+        self.staged_rows.insert(key, s.clone());
+        Ok(Val::Mem(s))
     }
 
     /// A constant (or zeros) expanded to the shape of `out`, packed at home in the activation type.

@@ -280,11 +280,13 @@ pub fn chain(e: &mut Emitter, input: Val, steps: &[Step]) -> Result<Val, String>
             }
             None => {
                 let narrow = |v: &Option<Val>| {
-                    v.as_ref().is_some_and(|v| v.dims().1 == 1 && cur.dims().1 > 1)
+                    v.as_ref().is_some_and(|v| {
+                        (v.dims().1 == 1 && cur.dims().1 > 1) || (v.dims().0 == 1 && cur.dims().0 > 1)
+                    })
                 };
                 if narrow(&steps[i].other) || narrow(&steps[i].third) {
                     return Err(format!(
-                        "cannot broadcast a row result along the lanes for `{}`: no register file computes it",
+                        "cannot broadcast an operand along the lanes or rows for `{}`: no register file computes it",
                         steps[i].ew.text()
                     ));
                 }
@@ -352,8 +354,11 @@ fn reg_chain(
         let pad = pad_for(e, l0);
         Val::Mem(to_mem(e, input, l0, pad)?)
     };
-    // A one-column operand of a wider tile is a row result broadcast along the lanes.
+    // A one-column operand of a wider tile is a row result broadcast along
+    // the lanes; a one-row operand of a taller tile, a row (a bias or scale
+    // vector) broadcast down the rows.
     let narrow = |v: &Val| v.dims().1 == 1 && cols > 1;
+    let flat = |v: &Val| matches!(v, Val::Mem(_)) && v.dims().0 == 1 && rows > 1 && !narrow(v);
     let mut others: Vec<Option<Val>> = Vec::new();
     let mut thirds: Vec<Option<Val>> = Vec::new();
     for s in steps {
@@ -426,6 +431,9 @@ fn reg_chain(
                 let mut load = |m: &Option<Val>, wide: &Option<Val>| -> Result<Option<Val>, String> {
                     match (m, wide) {
                         (_, Some(b)) => Ok(Some(b.clone())),
+                        (Some(Val::Mem(m)), None) if flat(&Val::Mem(m.clone())) => Ok(Some(Val::Reg(
+                            load_row_broadcast(e, &m.view(0, c, 1, w), file, (gr, gc), h, w)?,
+                        ))),
                         (Some(Val::Mem(m)), None) => Ok(Some(e.to_loc(
                             Val::Mem(m.view(r, c, h, w)),
                             loc,
@@ -945,6 +953,101 @@ fn lane_ops(d: TileTensor, a: TileTensor, rank: usize, rows: i64, cols: i64) -> 
             op(vec![cols, 1], vec![ix(0)], sum(1, vec![ix(1)])),
         ]
     }
+}
+
+/// The tile operations of a load of one row of memory tile `a` into every
+/// row of register `d` (`rows` x `cols`): `d[i, j] = a[j]` or
+/// `d[i, j] = a[0, j]` (a bias or scale vector broadcast down the rows).
+fn row_load_ops(d: TileTensor, a: &MemTile, rows: i64, cols: i64) -> Vec<(TileOp, Ref)> {
+    let zero = Affine {
+        terms: Vec::new(),
+        constant: 0,
+        offsets: Vec::new(),
+    };
+    [vec![ix(1)], vec![zero, ix(1)]]
+        .into_iter()
+        .map(|indices| {
+            let shape = if indices.len() == 1 { vec![cols] } else { vec![1, cols] };
+            let (at, ar) = Emitter::mem_tensor(a, shape);
+            let op = TileOp {
+                tensors: vec![d.clone(), at],
+                extents: vec![rows, cols],
+                target: TileAccess {
+                    tensor: 0,
+                    indices: vec![ix(0), ix(1)],
+                },
+                op: AssignOp::Set,
+                value: TileExpr::Access(TileAccess { tensor: 1, indices }),
+            };
+            (op, ar)
+        })
+        .collect()
+}
+
+/// Whether some register file of a float type loads one row of memory into
+/// every row of a register ([`load_row_broadcast`]).
+pub fn can_broadcast_rows(e: &Emitter) -> bool {
+    e.m.regfiles.iter().enumerate().any(|(fi, f)| {
+        let file = isa_specs::model::RegFileId(fi as u32);
+        if !f.dtype.is_float() || f.shape.len() != 2 {
+            return false;
+        }
+        let d = TileTensor {
+            dtype: f.dtype,
+            shape: vec![1, 1],
+            place: TilePlace::Reg { file, reg: 0 },
+        };
+        e.m.memories.iter().enumerate().any(|(mi, _)| {
+            let a = MemTile {
+                mem: isa_specs::model::MemId(mi as u32),
+                dtype: f.dtype,
+                base: super::emit::Base::Fixed(0),
+                offset: 0,
+                rows: 1,
+                cols: 1,
+                pitch: 1,
+                ready: None,
+            };
+            row_load_ops(d.clone(), &a, 1, 1)
+                .iter()
+                .any(|(op, _)| !e.isa.match_op(e.m, op).is_empty())
+        })
+    })
+}
+
+/// Row 0 of memory tile `a` (`w` columns, on chip) in every one of the `h`
+/// rows of a new register of `file` (a constant row broadcast down a tile).
+fn load_row_broadcast(
+    e: &mut Emitter,
+    a: &MemTile,
+    file: isa_specs::model::RegFileId,
+    (gr, gc): (i64, i64),
+    h: i64,
+    w: i64,
+) -> Result<RegTile, String> {
+    let dtype = e.m.regfiles[file.index()].dtype;
+    let d = e.vreg(file);
+    let mut last = "no instruction loads a row into every row of a register".to_owned();
+    for rows in [h, gr] {
+        for cols in [w, gc.min(a.cols.max(w))] {
+            let (dt, dr) = Emitter::reg_tensor(file, dtype, d, vec![rows, cols]);
+            for (op, ar) in row_load_ops(dt, &a.view(0, 0, 1, cols), rows, cols) {
+                match e.emit(&op, &[dr, ar], None) {
+                    Ok(_) => {
+                        return Ok(RegTile {
+                            file,
+                            dtype,
+                            reg: d,
+                            rows: h,
+                            cols: w,
+                        });
+                    }
+                    Err(err) => last = err,
+                }
+            }
+        }
+    }
+    Err(format!("cannot broadcast a row down the rows of `{}`: {last}", e.m.regfiles[file.index()].name))
 }
 
 /// The register file of a float type where an instruction writes one
