@@ -170,6 +170,8 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
     let mut last_wait: HashMap<(usize, u32), usize> = HashMap::new();
     let mut consumed: HashMap<(usize, u32), usize> = HashMap::new();
     let mut pending: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
+    let mut stamp = vec![0usize; infos.len()];
+    let mut at = vec![0usize; infos.len()];
     for (to, b) in infos.iter().enumerate() {
         // (from, delay, signal) for this instruction; merged per `from` below.
         let mut need: Vec<(usize, u64, bool)> = Vec::new();
@@ -341,17 +343,22 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
             last_barrier = Some(to);
         }
         since_all.push(to);
-        need.sort_unstable_by_key(|(f, _, _)| *f);
-        let mut k = 0;
-        while k < need.len() {
-            let from = need[k].0;
-            let (mut delay, mut signal) = (0, false);
-            while k < need.len() && need[k].0 == from {
-                delay = delay.max(need[k].1);
-                signal |= need[k].2;
-                k += 1;
+        // One edge per predecessor (the longest delay, a signal if any
+        // asked for one), in the order first needed; `at[from]` is where
+        // this instruction's edge from `from` is, while `stamp[from]` says
+        // it was made for this instruction.
+        let first = out.len();
+        for (from, delay, signal) in need {
+            if from == to {
+                continue;
             }
-            if from != to {
+            if stamp[from] == to + 1 {
+                let e = &mut out[at[from]];
+                e.delay = e.delay.max(delay);
+                e.signal |= signal;
+            } else {
+                stamp[from] = to + 1;
+                at[from] = out.len();
                 out.push(Edge {
                     from,
                     to,
@@ -360,6 +367,8 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                 });
             }
         }
+        // By predecessor, as the checker's messages and tests expect.
+        out[first..].sort_unstable_by_key(|e| e.from);
     }
     out
 }
@@ -369,12 +378,28 @@ const MANY_READERS: usize = 64;
 
 /// Longest latency-weighted path from each instruction to the end (edges only point forward in program order).
 fn priorities(infos: &[Info], edges: &[Edge]) -> Vec<u64> {
+    let n = infos.len();
     let mut prio: Vec<u64> = infos.iter().map(|i| i.latency).collect();
-    // Edges come out of `edges` ordered by `to`; visit them by decreasing `from`.
-    let mut by_from: Vec<&Edge> = edges.iter().collect();
-    by_from.sort_by_key(|e| std::cmp::Reverse(e.from));
-    for e in by_from {
-        prio[e.from] = prio[e.from].max(e.delay + prio[e.to]);
+    // Edges grouped by `from` (counting sort), visited by decreasing `from`:
+    // every edge points forward, so each successor is final when read.
+    let mut start = vec![0usize; n + 1];
+    for e in edges {
+        start[e.from + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut next = start.clone();
+    let mut by_from = vec![0usize; edges.len()];
+    for (k, e) in edges.iter().enumerate() {
+        by_from[next[e.from]] = k;
+        next[e.from] += 1;
+    }
+    for from in (0..n).rev() {
+        for &k in &by_from[start[from]..start[from + 1]] {
+            let e = &edges[k];
+            prio[from] = prio[from].max(e.delay + prio[e.to]);
+        }
     }
     prio
 }
