@@ -154,6 +154,59 @@ struct Record {
     readers: Vec<usize>,
 }
 
+/// Byte ranges beyond which a record is kept apart from the ordered ones.
+const SHORT_RECORD: i64 = 1 << 18;
+
+/// The records of one memory, by byte range `[start, end)`: ranges up to
+/// [`SHORT_RECORD`] bytes ordered by start (so the ones overlapping an
+/// access are found in a range of starts), longer ones in a list.
+#[derive(Default)]
+struct MemRecords {
+    short: std::collections::BTreeMap<(i64, u64), (i64, Record)>,
+    long: Vec<(i64, i64, Record)>,
+    next: u64,
+}
+
+impl MemRecords {
+    /// Every record overlapping `[start, end)`: `(start, end, record)`.
+    fn overlapping(&mut self, start: i64, end: i64) -> impl Iterator<Item = (i64, i64, &mut Record)> {
+        let short = self
+            .short
+            .range_mut((start.saturating_sub(SHORT_RECORD - 1), 0)..(end, 0))
+            .filter(move |(_, (e0, _))| start < *e0)
+            .map(|((s0, _), (e0, r))| (*s0, *e0, r));
+        let long = self
+            .long
+            .iter_mut()
+            .filter(move |(s0, e0, _)| *s0 < end && start < *e0)
+            .map(|(s0, e0, r)| (*s0, *e0, r));
+        short.chain(long)
+    }
+
+    fn push(&mut self, start: i64, end: i64, rec: Record) {
+        if end - start <= SHORT_RECORD {
+            self.next += 1;
+            self.short.insert((start, self.next), (end, rec));
+        } else {
+            self.long.push((start, end, rec));
+        }
+    }
+
+    /// Drops the records `[start, end)` covers whole.
+    fn retire_within(&mut self, start: i64, end: i64) {
+        let covered: Vec<(i64, u64)> = self
+            .short
+            .range((start, 0)..(end, 0))
+            .filter(|(_, (e0, _))| *e0 <= end)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in covered {
+            self.short.remove(&k);
+        }
+        self.long.retain(|(s0, e0, _)| !(start <= *s0 && *e0 <= end));
+    }
+}
+
 /// Dependencies, found in one pass over the program with, per register, its
 /// last writer and readers since, and per memory the same for byte ranges (a
 /// write covering a range retires its record). Only the edges that bind are
@@ -163,7 +216,7 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
     use std::collections::HashMap;
     let mut out: Vec<Edge> = Vec::new();
     let mut regs: HashMap<(usize, u32), Record> = HashMap::new();
-    let mut mems: HashMap<usize, Vec<(i64, i64, Record)>> = HashMap::new();
+    let mut mems: HashMap<usize, MemRecords> = HashMap::new();
     let mut last_barrier: Option<usize> = None;
     let mut since_all: Vec<usize> = Vec::new();
     let mut signalers: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
@@ -249,8 +302,8 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                     }
                 }
                 Place::Mem { mem, start, end } => {
-                    for (s0, e0, rec) in mems.get(&mem).into_iter().flatten() {
-                        if *s0 < end && start < *e0 {
+                    if let Some(recs) = mems.get_mut(&mem) {
+                        for (_, _, rec) in recs.overlapping(start, end) {
                             dep(rec, write, &mut need);
                         }
                     }
@@ -278,21 +331,19 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                 Place::Mem { mem, start, end } => {
                     let recs = mems.entry(mem).or_default();
                     let mut found = false;
-                    for (s0, e0, rec) in recs.iter_mut() {
-                        if *s0 < end && start < *e0 {
-                            rec.readers.push(to);
-                            found |= *s0 <= start && end <= *e0;
-                        }
+                    for (s0, e0, rec) in recs.overlapping(start, end) {
+                        rec.readers.push(to);
+                        found |= s0 <= start && end <= e0;
                     }
                     if !found {
-                        recs.push((
+                        recs.push(
                             start,
                             end,
                             Record {
                                 writer: None,
                                 readers: vec![to],
                             },
-                        ));
+                        );
                     }
                 }
             }
@@ -310,7 +361,7 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                 }
                 Place::Mem { mem, start, end } => {
                     let recs = mems.entry(mem).or_default();
-                    recs.retain(|(s0, e0, _)| !(start <= *s0 && *e0 <= end));
+                    recs.retire_within(start, end);
                     // A record with many readers this write overlaps only in
                     // part: this write now stands for its readers (it follows
                     // them all), so a later write follows one instruction
@@ -318,20 +369,20 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                     // element moves). Its writer stays: reads still wait for
                     // the data they read. Few readers are kept exactly (no
                     // false ordering between writes to different parts).
-                    for (s0, e0, rec) in recs.iter_mut() {
-                        if *s0 < end && start < *e0 && rec.readers.len() > MANY_READERS {
+                    for (_, _, rec) in recs.overlapping(start, end) {
+                        if rec.readers.len() > MANY_READERS {
                             rec.readers.clear();
                             rec.readers.push(to);
                         }
                     }
-                    recs.push((
+                    recs.push(
                         start,
                         end,
                         Record {
                             writer: Some(to),
                             readers: Vec::new(),
                         },
-                    ));
+                    );
                 }
             }
         }
