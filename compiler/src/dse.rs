@@ -603,7 +603,7 @@ pub fn report(
     graphs: &[(String, Graph)],
 ) -> Result<Vec<Point>, String> {
     let mut recs: Vec<Record> = records.to_vec();
-    recs.sort_by(|a, b| a.key().cmp(&b.key()));
+    recs.sort_by_key(|a| a.key());
     recs.dedup_by(|a, b| a.key() == b.key());
     let models: BTreeSet<&str> = recs.iter().map(|r| r.model.as_str()).collect();
     let mut by_variant: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();

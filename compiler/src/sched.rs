@@ -169,7 +169,11 @@ struct MemRecords {
 
 impl MemRecords {
     /// Every record overlapping `[start, end)`: `(start, end, record)`.
-    fn overlapping(&mut self, start: i64, end: i64) -> impl Iterator<Item = (i64, i64, &mut Record)> {
+    fn overlapping(
+        &mut self,
+        start: i64,
+        end: i64,
+    ) -> impl Iterator<Item = (i64, i64, &mut Record)> {
         let short = self
             .short
             .range_mut((start.saturating_sub(SHORT_RECORD - 1), 0)..(end, 0))
@@ -203,7 +207,8 @@ impl MemRecords {
         for k in covered {
             self.short.remove(&k);
         }
-        self.long.retain(|(s0, e0, _)| !(start <= *s0 && *e0 <= end));
+        self.long
+            .retain(|(s0, e0, _)| !(start <= *s0 && *e0 <= end));
     }
 }
 

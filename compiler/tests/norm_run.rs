@@ -139,7 +139,11 @@ fn row_results_are_broadcast_in_registers_not_widened_by_products() {
         ),
     ];
     let widened = |r: &compiler::run::RunResult| {
-        r.compiled.regions.iter().filter(|(n, _)| n.contains("/widen")).count()
+        r.compiled
+            .regions
+            .iter()
+            .filter(|(n, _)| n.contains("/widen"))
+            .count()
     };
     for target in ["vliw-systolic", "simd-dsp"] {
         for (what, g) in &graphs {
@@ -153,8 +157,17 @@ fn row_results_are_broadcast_in_registers_not_widened_by_products() {
                     ..Default::default()
                 },
             );
-            assert_eq!(widened(&on), 0, "{what} on {target}: {:?}", on.compiled.regions);
-            assert!(widened(&off) > 0, "{what} on {target}: {:?}", off.compiled.regions);
+            assert_eq!(
+                widened(&on),
+                0,
+                "{what} on {target}: {:?}",
+                on.compiled.regions
+            );
+            assert!(
+                widened(&off) > 0,
+                "{what} on {target}: {:?}",
+                off.compiled.regions
+            );
             assert!(
                 on.report.cycles < off.report.cycles,
                 "{what} on {target}: {} cycles broadcast, {} widened",
@@ -175,10 +188,16 @@ fn rows_too_large_to_stage_whole_are_reduced_in_bands_that_overlap() {
         ..Default::default()
     };
     for op in ["ReduceMax", "ReduceMean"] {
-        let node = NodeProto::new(op, "r", &["x"], &["y"]).with(AttributeProto::ints("axes", &[-1]));
+        let node =
+            NodeProto::new(op, "r", &["x"], &["y"]).with(AttributeProto::ints("axes", &[-1]));
         let g = model(node, &[64, 512], vec![]);
         let set = [("SRAM_SIZE", 256 * 1024)];
-        let bands = run_on(&g, "vliw-systolic", &set, compiler::lower::Options::default());
+        let bands = run_on(
+            &g,
+            "vliw-systolic",
+            &set,
+            compiler::lower::Options::default(),
+        );
         let chunks = run_on(&g, "vliw-systolic", &set, stage_off);
         assert!(
             bands.report.cycles * 3 < chunks.report.cycles * 2,
@@ -206,7 +225,12 @@ fn uniform_constants_are_splatted_into_registers_not_expanded_at_home() {
             TensorProto::from_f32("four", &[1, 1], &[4.0]),
         ],
     );
-    let r = run_on(&g, "vliw-systolic", &[], compiler::lower::Options::default());
+    let r = run_on(
+        &g,
+        "vliw-systolic",
+        &[],
+        compiler::lower::Options::default(),
+    );
     let data: usize = r.compiled.program.data.iter().map(|d| d.bytes.len()).sum();
     assert_eq!(data, 0, "constants placed at home: {data} bytes");
     // Where the machine has no immediate splat, they are still tiles at home.
@@ -226,7 +250,12 @@ fn constant_rows_are_loaded_into_every_row_of_a_register_not_expanded_at_home() 
     );
     let data = |target: &str| {
         let r = run_on(&g, target, &[], compiler::lower::Options::default());
-        r.compiled.program.data.iter().map(|d| d.bytes.len()).sum::<usize>()
+        r.compiled
+            .program
+            .data
+            .iter()
+            .map(|d| d.bytes.len())
+            .sum::<usize>()
     };
     // Two rows of 256 f32 and the mean's small column of 1/n (vliw-systolic
     // has a row-broadcasting load)...

@@ -761,7 +761,7 @@ impl<'a> Emitter<'a> {
                                 // the copies share it (one engine alone may be
                                 // slower than the memory).
                                 if let Some(pieces) =
-                                    self.spread_transfer(&c, rows, cols, &src, &out)
+                                    self.spread_transfer(&c, rows, cols, src, &out)
                                 {
                                     ops = pieces;
                                 }
@@ -925,7 +925,9 @@ impl<'a> Emitter<'a> {
         pad: Pad,
     ) -> Result<Val, String> {
         if let Val::Splat(_) = v {
-            return Err("a uniform constant in a register stands for no particular tile".to_owned());
+            return Err(
+                "a uniform constant in a register stands for no particular tile".to_owned(),
+            );
         }
         if v.loc() == to && dst.is_none_or(|d| matches!(&v, Val::Mem(t) if t == d)) {
             return Ok(v);

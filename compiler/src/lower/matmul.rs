@@ -1147,7 +1147,9 @@ impl Lowerer<'_> {
                 .map_err(err)?
             {
                 Val::Mem(t) => t,
-                Val::Reg(_) | Val::Splat(_) => return Err(err("staged operand landed in a register")),
+                Val::Reg(_) | Val::Splat(_) => {
+                    return Err(err("staged operand landed in a register"));
+                }
             };
             *staged = Some(Staged {
                 k0,

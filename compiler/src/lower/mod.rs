@@ -449,7 +449,8 @@ pub fn compile_mapped(
                 ));
             }
             Err((e, _))
-                if opts.fuse_attention && !fuse::attention(&canon_for(t, m, g, opts)?).is_empty() =>
+                if opts.fuse_attention
+                    && !fuse::attention(&canon_for(t, m, g, opts)?).is_empty() =>
             {
                 opts.fuse_attention = false;
                 notes.push(format!("attention not kept on chip: {e}"));
@@ -1338,7 +1339,9 @@ impl Lowerer<'_> {
             }
             ops::splat_file(&self.e, ew).map(|f| Operand::Uniform(k, f))
         };
-        let zeros = |ew: Ew| ops::splat_file(&self.e, ew).map_or(Operand::Zeros, |f| Operand::Uniform(0.0, f));
+        let zeros = |ew: Ew| {
+            ops::splat_file(&self.e, ew).map_or(Operand::Zeros, |f| Operand::Uniform(0.0, f))
+        };
         // Rewrites for missing instructions: relu as max with zeros, division as a reciprocal times.
         let mut plan: Vec<(Ew, Option<Operand>, bool)> = Vec::new();
         for (ew, other, swapped) in steps {
@@ -1712,7 +1715,9 @@ impl Lowerer<'_> {
                         Some(t) => t.clone(),
                         None => {
                             let (rows, cols) = view(vs);
-                            let t = self.padded(k.data.clone(), rows, cols, self.act).tile(0, 0, rows, cols);
+                            let t = self
+                                .padded(k.data.clone(), rows, cols, self.act)
+                                .tile(0, 0, rows, cols);
                             self.packed.insert(key, t.clone());
                             t
                         }

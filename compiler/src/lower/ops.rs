@@ -281,7 +281,8 @@ pub fn chain(e: &mut Emitter, input: Val, steps: &[Step]) -> Result<Val, String>
             None => {
                 let narrow = |v: &Option<Val>| {
                     v.as_ref().is_some_and(|v| {
-                        (v.dims().1 == 1 && cur.dims().1 > 1) || (v.dims().0 == 1 && cur.dims().0 > 1)
+                        (v.dims().1 == 1 && cur.dims().1 > 1)
+                            || (v.dims().0 == 1 && cur.dims().0 > 1)
                     })
                 };
                 if narrow(&steps[i].other) || narrow(&steps[i].third) {
@@ -365,7 +366,9 @@ fn reg_chain(
         for (src, dst) in [(&s.other, &mut others), (&s.third, &mut thirds)] {
             dst.push(match src {
                 // A value already in one register of the file is used where it is.
-                Some(Val::Reg(r)) if r.file == file && rows <= gr && cols <= gc && !narrow(src.as_ref().unwrap()) => {
+                Some(v @ Val::Reg(r))
+                    if r.file == file && rows <= gr && cols <= gc && !narrow(v) =>
+                {
                     Some(Val::Reg(r.clone()))
                 }
                 // A uniform constant serves every granule.
@@ -409,17 +412,30 @@ fn reg_chain(
         let wide = |e: &mut Emitter, m: &Option<Val>| -> Result<Option<Val>, String> {
             match m {
                 Some(Val::Mem(t)) if narrow(&Val::Mem(t.clone())) => {
-                    let Val::Reg(a) = e.to_loc(Val::Mem(t.view(r, 0, h, 1)), loc, None, Pad::Dense)?
+                    let Val::Reg(a) =
+                        e.to_loc(Val::Mem(t.view(r, 0, h, 1)), loc, None, Pad::Dense)?
                     else {
                         return Err("a row result did not land in a register".to_owned());
                     };
-                    Ok(Some(Val::Reg(broadcast_lanes(e, &a, (gr, gc), h, gc.min(cols))?)))
+                    Ok(Some(Val::Reg(broadcast_lanes(
+                        e,
+                        &a,
+                        (gr, gc),
+                        h,
+                        gc.min(cols),
+                    )?)))
                 }
                 _ => Ok(None),
             }
         };
-        let wide_others = others.iter().map(|o| wide(e, o)).collect::<Result<Vec<_>, _>>()?;
-        let wide_thirds = thirds.iter().map(|o| wide(e, o)).collect::<Result<Vec<_>, _>>()?;
+        let wide_others = others
+            .iter()
+            .map(|o| wide(e, o))
+            .collect::<Result<Vec<_>, _>>()?;
+        let wide_thirds = thirds
+            .iter()
+            .map(|o| wide(e, o))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut c = 0;
         while c < cols {
             let w = gc.min(cols - c);
@@ -428,22 +444,30 @@ fn reg_chain(
                 Val::Reg(_) | Val::Splat(_) => input.clone(),
             };
             for (k, (s, f)) in steps.iter().zip(forms).enumerate() {
-                let mut load = |m: &Option<Val>, wide: &Option<Val>| -> Result<Option<Val>, String> {
-                    match (m, wide) {
-                        (_, Some(b)) => Ok(Some(b.clone())),
-                        (Some(Val::Mem(m)), None) if flat(&Val::Mem(m.clone())) => Ok(Some(Val::Reg(
-                            load_row_broadcast(e, &m.view(0, c, 1, w), file, (gr, gc), h, w)?,
-                        ))),
-                        (Some(Val::Mem(m)), None) => Ok(Some(e.to_loc(
-                            Val::Mem(m.view(r, c, h, w)),
-                            loc,
-                            None,
-                            Pad::Dense,
-                        )?)),
-                        (Some(v), None) => Ok(Some(v.clone())),
-                        (None, None) => Ok(None),
-                    }
-                };
+                let mut load =
+                    |m: &Option<Val>, wide: &Option<Val>| -> Result<Option<Val>, String> {
+                        match (m, wide) {
+                            (_, Some(b)) => Ok(Some(b.clone())),
+                            (Some(Val::Mem(m)), None) if flat(&Val::Mem(m.clone())) => {
+                                Ok(Some(Val::Reg(load_row_broadcast(
+                                    e,
+                                    &m.view(0, c, 1, w),
+                                    file,
+                                    (gr, gc),
+                                    h,
+                                    w,
+                                )?)))
+                            }
+                            (Some(Val::Mem(m)), None) => Ok(Some(e.to_loc(
+                                Val::Mem(m.view(r, c, h, w)),
+                                loc,
+                                None,
+                                Pad::Dense,
+                            )?)),
+                            (Some(v), None) => Ok(Some(v.clone())),
+                            (None, None) => Ok(None),
+                        }
+                    };
                 let (y, z) = (
                     load(&others[k], &wide_others[k])?,
                     load(&thirds[k], &wide_thirds[k])?,
@@ -471,7 +495,16 @@ pub fn reg_binary(e: &mut Emitter, ew: Ew, a: &RegTile, b: &RegTile) -> Result<R
         swapped: false,
         third: None,
     };
-    match reg_op(e, &f, &s, Val::Reg(a.clone()), Some(Val::Reg(b.clone())), None, a.rows, a.cols)? {
+    match reg_op(
+        e,
+        &f,
+        &s,
+        Val::Reg(a.clone()),
+        Some(Val::Reg(b.clone())),
+        None,
+        a.rows,
+        a.cols,
+    )? {
         Val::Reg(r) => Ok(r),
         Val::Mem(_) | Val::Splat(_) => Err("a register operation wrote memory".to_owned()),
     }
@@ -933,19 +966,26 @@ fn lane_ops(d: TileTensor, a: TileTensor, rank: usize, rows: i64, cols: i64) -> 
         op: AssignOp::Set,
         value,
     };
-    let read = |indices: Vec<Affine>| {
-        TileExpr::Access(TileAccess {
-            tensor: 1,
-            indices,
-        })
-    };
+    let read = |indices: Vec<Affine>| TileExpr::Access(TileAccess { tensor: 1, indices });
     let sum = |over: usize, indices: Vec<Affine>| {
-        TileExpr::Reduce(ReduceOp::Sum, vec![IndexId(over as u32)], Box::new(read(indices)))
+        TileExpr::Reduce(
+            ReduceOp::Sum,
+            vec![IndexId(over as u32)],
+            Box::new(read(indices)),
+        )
     };
     if rank == 2 {
         vec![
-            op(vec![rows, cols], vec![ix(0), ix(1)], read(vec![ix(0), zero])),
-            op(vec![rows, cols, 1], vec![ix(0), ix(1)], sum(2, vec![ix(0), ix(2)])),
+            op(
+                vec![rows, cols],
+                vec![ix(0), ix(1)],
+                read(vec![ix(0), zero]),
+            ),
+            op(
+                vec![rows, cols, 1],
+                vec![ix(0), ix(1)],
+                sum(2, vec![ix(0), ix(2)]),
+            ),
         ]
     } else {
         vec![
@@ -967,7 +1007,11 @@ fn row_load_ops(d: TileTensor, a: &MemTile, rows: i64, cols: i64) -> Vec<(TileOp
     [vec![ix(1)], vec![zero, ix(1)]]
         .into_iter()
         .map(|indices| {
-            let shape = if indices.len() == 1 { vec![cols] } else { vec![1, cols] };
+            let shape = if indices.len() == 1 {
+                vec![cols]
+            } else {
+                vec![1, cols]
+            };
             let (at, ar) = Emitter::mem_tensor(a, shape);
             let op = TileOp {
                 tensors: vec![d.clone(), at],
@@ -1047,7 +1091,10 @@ fn load_row_broadcast(
             }
         }
     }
-    Err(format!("cannot broadcast a row down the rows of `{}`: {last}", e.m.regfiles[file.index()].name))
+    Err(format!(
+        "cannot broadcast a row down the rows of `{}`: {last}",
+        e.m.regfiles[file.index()].name
+    ))
 }
 
 /// The register file of a float type where an instruction writes one
@@ -1057,9 +1104,7 @@ pub fn splat_file(e: &Emitter, ew: Ew) -> Option<isa_specs::model::RegFileId> {
     e.m.regfiles.iter().enumerate().find_map(|(fi, f)| {
         let file = isa_specs::model::RegFileId(fi as u32);
         let here = Place::Reg(file);
-        if !f.dtype.is_float()
-            || !forms.iter().any(|x| x.locs.iter().all(|l| l.place == here))
-        {
+        if !f.dtype.is_float() || !forms.iter().any(|x| x.locs.iter().all(|l| l.place == here)) {
             return None;
         }
         let op = splat_op(file, f.dtype, 0, &vec![1; f.shape.len()], 1.0).0;

@@ -322,9 +322,13 @@ impl Lowerer<'_> {
         let stage = |l: &mut Self, r: i64| -> Result<(super::Home, MemTile), LowerError> {
             let h = band.min(src.rows - r);
             let buf = l.e.buffer_padded(lm, land.dtype, h, src.cols, Pad::Aligned);
-            let moved = l
-                .e
-                .to_loc(Val::Mem(src.tile(r, 0, h, src.cols)), land, Some(&buf), Pad::Dense)
+            let moved =
+                l.e.to_loc(
+                    Val::Mem(src.tile(r, 0, h, src.cols)),
+                    land,
+                    Some(&buf),
+                    Pad::Dense,
+                )
                 .map_err(err)?;
             let Val::Mem(t) = moved else {
                 return Err(err("a band landed in a register"));
@@ -382,7 +386,8 @@ impl Lowerer<'_> {
             let h = block.min(src.rows - r);
             // Whole-register chunks are combined element-wise first (a
             // tree), then reduced across the lanes once.
-            let mut acc: Option<Val> = self.reduce_whole_chunks(f, kind, src, r, h, combine, (gr, gc))?;
+            let mut acc: Option<Val> =
+                self.reduce_whole_chunks(f, kind, src, r, h, combine, (gr, gc))?;
             let mut c = match acc {
                 Some(_) => src.cols / gc * gc,
                 None => 0,
@@ -456,9 +461,16 @@ impl Lowerer<'_> {
         let attempt = (|| -> Result<Val, String> {
             let mut regs = Vec::with_capacity(full as usize);
             for k in 0..full {
-                match self.e.to_loc(Val::Mem(src.tile(r, k * gc, h, gc)), f.src, None, Pad::Dense)? {
+                match self.e.to_loc(
+                    Val::Mem(src.tile(r, k * gc, h, gc)),
+                    f.src,
+                    None,
+                    Pad::Dense,
+                )? {
                     Val::Reg(x) => regs.push(x),
-                    Val::Mem(_) | Val::Splat(_) => return Err("a chunk did not land in a register".to_owned()),
+                    Val::Mem(_) | Val::Splat(_) => {
+                        return Err("a chunk did not land in a register".to_owned());
+                    }
                 }
             }
             while regs.len() > 1 {
@@ -725,7 +737,9 @@ impl Lowerer<'_> {
                     .to_loc(Val::Mem(tile.clone()), f.src, None, Pad::Dense)?
                 {
                     Val::Mem(t) => t,
-                    Val::Reg(_) | Val::Splat(_) => return Err("a tile landed in a register".to_owned()),
+                    Val::Reg(_) | Val::Splat(_) => {
+                        return Err("a tile landed in a register".to_owned());
+                    }
                 };
                 self.e.ready(&a)?;
                 let Place::Mem(dm) = f.dst.place else {
