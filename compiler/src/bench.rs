@@ -42,6 +42,7 @@ pub const SWITCHES: &[Switch] = &[
     ("spread_transfers", |o| o.spread_transfers = false),
     ("residency", |o| o.residency = false),
     ("broadcast_rows", |o| o.broadcast_rows = false),
+    ("vector_gemv", |o| o.vector_gemv = false),
 ];
 
 /// Which set of workloads to run.

@@ -108,3 +108,64 @@ fn gelu_after_a_product_runs_where_the_functions_exist() {
         assert!(ran >= 3, "{approx}: ran on {ran} targets");
     }
 }
+
+/// `relu(x · W + b)` for one row `x` of `k` and constant `W` (`k` x `n`).
+fn gemv(k: i64, n: i64) -> compiler::ir::Graph {
+    let mm = NodeProto::new("MatMul", "mm", &["x", "W"], &["p"]);
+    let add = NodeProto::new("Add", "bias", &["p", "b"], &["q"]);
+    let relu = NodeProto::new("Relu", "relu", &["q"], &["y"]);
+    let mut g = import_ok(&encode(graph(
+        vec![mm, add, relu],
+        vec![input("x", &[1, k])],
+        &["y"],
+        vec![
+            ramp("W", &[k, n], -0.5, 0.001),
+            ramp("b", &[n], -0.25, 0.002),
+        ],
+    )));
+    compiler::interp::fold_constants(&mut g);
+    g
+}
+
+#[test]
+fn a_row_times_constant_weights_runs_on_the_vector_unit_and_matches() {
+    let t = targets::by_name("vliw-systolic").expect("shipped");
+    let mxu_ops = |r: &compiler::run::RunResult| {
+        r.compiled
+            .bundles
+            .iter()
+            .flat_map(|b| &b.ops)
+            .filter(|(_, i)| {
+                t.machine().instructions[i.inst.index()]
+                    .name
+                    .starts_with("mmul")
+            })
+            .count()
+    };
+    // A partial last column chunk (300 = 2 x 128 + 44); with 256 KiB of SRAM,
+    // the weights come in 48 bands of 16 rows.
+    for (k, n, sram) in [(64, 300, None), (768, 256, Some(256 * 1024))] {
+        let g = gemv(k, n);
+        let m = match sram {
+            Some(bytes) => t
+                .with_params(&[("SRAM_SIZE".to_owned(), bytes)])
+                .expect("parameters"),
+            None => t.machine().clone(),
+        };
+        let inputs = compiler::run::random_inputs(&g, 3);
+        let run = |opts| {
+            let r = compiler::run::run_with(t, &m, &g, &inputs, None, opts).expect("runs");
+            assert!(r.checks.iter().all(|c| c.ok), "{k} x {n}: {:?}", r.checks);
+            r
+        };
+        let vector = run(compiler::lower::Options::default());
+        let matrix = run(compiler::lower::Options {
+            vector_gemv: false,
+            ..Default::default()
+        });
+        assert_eq!(mxu_ops(&vector), 0, "{k} x {n} on the vector unit");
+        assert!(mxu_ops(&matrix) > 0, "{k} x {n} on the matrix unit");
+    }
+    // Every other target still compiles and matches it.
+    onnx_util::run_everywhere(&gemv(64, 300), 5, "gemv", &[]);
+}

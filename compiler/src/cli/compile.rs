@@ -183,6 +183,10 @@ pub struct OptArgs {
     /// instead of broadcasting it along the lanes in registers.
     #[arg(long)]
     no_broadcast_rows: bool,
+    /// Compute a product of one row by constant weights on the matrix unit
+    /// instead of the vector unit.
+    #[arg(long)]
+    no_vector_gemv: bool,
 }
 
 impl OptArgs {
@@ -199,6 +203,7 @@ impl OptArgs {
             spread_transfers: !self.no_spread_transfers,
             residency: !self.no_residency,
             broadcast_rows: !self.no_broadcast_rows,
+            vector_gemv: !self.no_vector_gemv,
         }
     }
 }

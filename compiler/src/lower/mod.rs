@@ -31,6 +31,7 @@ mod canon;
 mod copy;
 pub mod emit;
 pub mod fuse;
+mod gemv;
 pub mod machine;
 pub mod mapping;
 mod matmul;
@@ -314,9 +315,10 @@ impl RegionStats {
     }
 }
 
-/// Instructions of slack around each buffer's lifetime when buffers are spread
-/// ([`Options::spread_buffers`]).
-const SPREAD: usize = 64;
+/// Instructions of slack around each buffer's lifetime when buffers are
+/// spread ([`Options::spread_buffers`]), widest first: the widest that
+/// fits the memory is used.
+const SPREAD: [usize; 4] = [4096, 1024, 256, 64];
 
 /// Optimisations that can be switched off (all on by default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -357,6 +359,10 @@ pub struct Options {
     /// broadcast, instead of being widened to the full row by a product
     /// with a row of ones and read back.
     pub broadcast_rows: bool,
+    /// A product of one row by constant weights runs on the vector unit
+    /// (sublanes as partial sums) where it can, instead of the matrix unit
+    /// streaming one row per weight tile ([`gemv`]).
+    pub vector_gemv: bool,
 }
 
 impl Default for Options {
@@ -372,6 +378,7 @@ impl Default for Options {
             spread_transfers: true,
             residency: true,
             broadcast_rows: true,
+            vector_gemv: true,
         }
     }
 }
@@ -1392,6 +1399,23 @@ impl Lowerer<'_> {
         if !matches!(root.op, Op::MatMul) {
             return self.region_tiles(&None, &plan, root_input, out, &out_home);
         }
+        // One row by constant weights: on the vector unit where it can.
+        {
+            let cp = self.e.checkpoint();
+            let data = self.data.len();
+            let bufs = self.e.bufs.len();
+            match self
+                .vector_gemv(root, &plan, out, &out_home)
+                .and_then(|done| self.fits_on_chip(bufs).map(|()| done))
+            {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(_) => {
+                    self.e.rollback(cp);
+                    self.data.truncate(data);
+                }
+            }
+        }
         // Tiles of the exact matrix size may leave operand rows the machine's
         // copies cannot align; whole aligned tiles (zero-padded) can; failing
         // that, the decomposed product. Where the best mapping by estimate
@@ -1893,16 +1917,23 @@ impl Lowerer<'_> {
             // share bytes either: a transfer into the next one need not wait
             // for the last one's readers (the scheduler sees no false
             // dependence), so it can overlap them.
-            let spread: Vec<memplan::Buffer> = bs
+            // The widest slack that fits: the further apart reused bytes
+            // are, the earlier the scheduler may issue a transfer into them.
+            let spread = |slack: usize| -> Vec<memplan::Buffer> {
+                bs.iter()
+                    .map(|b| memplan::Buffer {
+                        live: (b.live.0.saturating_sub(slack), b.live.1 + slack),
+                        ..b.clone()
+                    })
+                    .collect()
+            };
+            let spread_plan = SPREAD
                 .iter()
-                .map(|b| memplan::Buffer {
-                    live: (b.live.0.saturating_sub(SPREAD), b.live.1 + SPREAD),
-                    ..b.clone()
-                })
-                .collect();
-            let plan = match memplan::plan(&spread, cap) {
-                Ok(p) if self.opts.spread_buffers => p,
-                _ => memplan::plan(&bs, cap)
+                .filter(|_| self.opts.spread_buffers)
+                .find_map(|&slack| memplan::plan(&spread(slack), cap).ok());
+            let plan = match spread_plan {
+                Some(p) => p,
+                None => memplan::plan(&bs, cap)
                     .map_err(|e| err(format!("memory `{}`: {e}", mem.name)))?,
             };
             memplan::check(&bs, &plan, cap).map_err(|e| {

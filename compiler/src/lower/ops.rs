@@ -510,6 +510,39 @@ pub fn reg_binary(e: &mut Emitter, ew: Ew, a: &RegTile, b: &RegTile) -> Result<R
     }
 }
 
+/// `a * b + c` of three registers of one file (same tile shape), into a new register.
+pub fn reg_fma(e: &mut Emitter, a: &RegTile, b: &RegTile, c: &RegTile) -> Result<RegTile, String> {
+    let here = Place::Reg(a.file);
+    let f = ew_forms(e, Ew::MulAdd)
+        .into_iter()
+        .find(|f| f.locs.iter().all(|l| l.place == here))
+        .ok_or_else(|| {
+            format!(
+                "no `{}` in the register file of the operands",
+                Ew::MulAdd.text()
+            )
+        })?;
+    let s = Step {
+        ew: Ew::MulAdd,
+        other: None,
+        swapped: false,
+        third: None,
+    };
+    match reg_op(
+        e,
+        &f,
+        &s,
+        Val::Reg(a.clone()),
+        Some(Val::Reg(b.clone())),
+        Some(Val::Reg(c.clone())),
+        a.rows,
+        a.cols,
+    )? {
+        Val::Reg(r) => Ok(r),
+        Val::Mem(_) | Val::Splat(_) => Err("a register operation wrote memory".to_owned()),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn reg_op(
     e: &mut Emitter,

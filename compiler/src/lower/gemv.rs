@@ -1,0 +1,268 @@
+//! Matrix-vector products on the vector unit (`Options::vector_gemv`).
+//!
+//! A product of one row by a constant matrix (`y = x · W`, a decode step's
+//! projections) keeps a matrix unit busy for a whole weight tile per row it
+//! streams: one useful row of a 128 × 128 array is 128 multiply-adds a
+//! cycle. A vector register file of `r` × `c` lanes does `r · c` a cycle
+//! instead, this way:
+//!
+//! - `r` consecutive elements of `x` are loaded as a column and broadcast
+//!   along the lanes (`X[i, j] = x[k + i]`, [`ops::broadcast_lanes`]);
+//! - `r` rows of `W` (`c` columns) are loaded (widened from the weights'
+//!   type) and accumulated as `acc = X · W + acc`, one register per `c`
+//!   columns, so each sublane `i` sums the terms of `x[k + i]`;
+//! - the sublanes are summed at the end (`d[i, j] = sum(k) a[k, j]`), and row
+//!   0 is the product's row, handed to the region's epilogue.
+//!
+//! `W` comes on chip in bands of rows, each transfer issued before the band
+//! ahead is used. It applies where one register file of a float type has
+//! the lane broadcast, the multiply-add, the product and the sublane sum,
+//! the row count of `x` is 1 and `W` is a constant.
+
+use super::emit::{Emitter, MemTile, Pad, RegTile, Val};
+use super::machine::{Loc, Place};
+use super::ops::{self, Ew};
+use super::{Home, LowerError, Lowerer, Operand, err};
+use crate::ir::{Node, ValueId};
+use isa_specs::model::{AssignOp, DType, IndexId, ReduceOp, RegFileId};
+use isa_specs::select::{TileAccess, TileExpr, TileOp};
+
+/// `d[i, j] = sum(k) a[k, j]` over the `rows` sublanes of `a`.
+fn sublane_sum(
+    e: &mut Emitter,
+    a: &RegTile,
+    rows: i64,
+    w: i64,
+    gc: i64,
+) -> Result<RegTile, String> {
+    let ix = |i: u32| isa_specs::model::Affine {
+        terms: vec![(IndexId(i), 1)],
+        constant: 0,
+        offsets: Vec::new(),
+    };
+    let d = e.vreg(a.file);
+    let mut last = "no instruction sums the sublanes of a register".to_owned();
+    for cols in [w, gc] {
+        let (dt, dr) = Emitter::reg_tensor(a.file, a.dtype, d, vec![rows, cols]);
+        let (at, ar) = Emitter::reg_tensor(a.file, a.dtype, a.reg, vec![rows, cols]);
+        let op = TileOp {
+            tensors: vec![dt, at],
+            extents: vec![rows, cols, rows],
+            target: TileAccess {
+                tensor: 0,
+                indices: vec![ix(0), ix(1)],
+            },
+            op: AssignOp::Set,
+            value: TileExpr::Reduce(
+                ReduceOp::Sum,
+                vec![IndexId(2)],
+                Box::new(TileExpr::Access(TileAccess {
+                    tensor: 1,
+                    indices: vec![ix(2), ix(1)],
+                })),
+            ),
+        };
+        match e.emit(&op, &[dr, ar], None) {
+            Ok(_) => {
+                return Ok(RegTile {
+                    rows: 1,
+                    cols: w,
+                    reg: d,
+                    ..a.clone()
+                });
+            }
+            Err(x) => last = x,
+        }
+    }
+    Err(last)
+}
+
+impl Lowerer<'_> {
+    /// `out = a · b` followed by the region's element-wise `plan`, on the
+    /// vector unit (see the module doc). False when it does not apply.
+    pub(super) fn vector_gemv(
+        &mut self,
+        root: &Node,
+        plan: &[(Ew, Option<Operand>, bool)],
+        out: ValueId,
+        out_home: &Home,
+    ) -> Result<bool, LowerError> {
+        let g = self.g;
+        let (a, b) = (root.inputs[0], root.inputs[1]);
+        let (sa, sb) = (&g.ty(a).shape, &g.ty(b).shape);
+        let Some(w_const) = g.constants.get(&b) else {
+            return Ok(false);
+        };
+        if !self.opts.vector_gemv
+            || sb.len() != 2
+            || super::view(sa).0 != 1
+            || g.constants.contains_key(&a)
+        {
+            return Ok(false);
+        }
+        let (k, n) = (sb[0] as i64, sb[1] as i64);
+        let Some(file) = self.gemv_file() else {
+            return Ok(false);
+        };
+        let (gr, gc) = self.e.granule(file);
+        if gr < 2 || k % gr != 0 || n == 0 {
+            return Ok(false);
+        }
+        let reg = Loc {
+            place: Place::Reg(file),
+            dtype: self.e.m.regfiles[file.index()].dtype,
+        };
+        // The weights in bf16 where they load into the registers widened, else
+        // in the activation type.
+        let wdt = [DType::Bf16, self.act]
+            .into_iter()
+            .find(|&dt| {
+                self.landing_of(dt)
+                    .is_ok_and(|l| self.info.path(&[l], reg).is_some())
+            })
+            .ok_or_else(|| err("the weights cannot reach the vector registers"))?;
+        let xland = self.landing_of(self.act)?;
+        let wland = self.landing_of(wdt)?;
+        let (Place::Mem(xm), Place::Mem(wm)) = (xland.place, wland.place) else {
+            return Ok(false);
+        };
+        // `x` on chip as one dense row.
+        let xh = self
+            .homes
+            .get(&a)
+            .cloned()
+            .ok_or_else(|| err("operand without a home"))?;
+        let x = if xh.mem == xm {
+            xh.tile(0, 0, 1, k)
+        } else {
+            let buf = self.e.buffer_padded(xm, xland.dtype, 1, k, Pad::Dense);
+            match self
+                .e
+                .to_loc(Val::Mem(xh.tile(0, 0, 1, k)), xland, Some(&buf), Pad::Dense)
+                .map_err(err)?
+            {
+                Val::Mem(t) => {
+                    self.e.ready(&t).map_err(err)?;
+                    t
+                }
+                _ => return Err(err("x landed in a register")),
+            }
+        };
+        // `x[k0 .. k0 + gr]` as a column of `gr` rows.
+        let column = |k0: i64| MemTile {
+            rows: gr,
+            cols: 1,
+            pitch: 1,
+            offset: x.offset + (k0 * x.dtype.bytes() as i64) as u64,
+            ..x.clone()
+        };
+        let wh = self.padded(w_const.data.clone(), k, n, wdt);
+        // Column groups one transfer wide, bands of rows within a sixteenth
+        // of the memory for two in flight.
+        let group = (1024 / gc).max(1) * gc;
+        let cap = self.e.m.memories[wm.index()].size.value.max(0) as u64;
+        let row_bytes = group.min(n) as u64 * wdt.bytes();
+        let band = ((cap / 32 / row_bytes.max(1)) as i64 / gr * gr).clamp(gr, k);
+        let mut blocks: Vec<(i64, i64, i64, i64)> = Vec::new(); // (c0, cw, k0, kh)
+        let mut c0 = 0;
+        while c0 < n {
+            let cw = group.min(n - c0);
+            let mut k0 = 0;
+            while k0 < k {
+                blocks.push((c0, cw, k0, band.min(k - k0)));
+                k0 += band;
+            }
+            c0 += cw;
+        }
+        let stage =
+            |l: &mut Self, (c0, cw, k0, kh): (i64, i64, i64, i64)| -> Result<MemTile, LowerError> {
+                let buf = l.e.buffer_padded(wm, wland.dtype, kh, cw, Pad::Aligned);
+                match l
+                    .e
+                    .to_loc(
+                        Val::Mem(wh.tile(k0, c0, kh, cw)),
+                        wland,
+                        Some(&buf),
+                        Pad::Dense,
+                    )
+                    .map_err(err)?
+                {
+                    Val::Mem(t) => Ok(t),
+                    _ => Err(err("weights landed in a register")),
+                }
+            };
+        let mut next = Some(stage(self, blocks[0])?);
+        let mut accs: Vec<Option<RegTile>> = Vec::new();
+        for (bi, &(c0, cw, k0, kh)) in blocks.iter().enumerate() {
+            let Some(wt) = next.take() else {
+                return Err(err("a band of weights was not staged"));
+            };
+            if let Some(&nb) = blocks.get(bi + 1) {
+                next = Some(stage(self, nb)?);
+            }
+            self.e.ready(&wt).map_err(err)?;
+            if k0 == 0 {
+                accs = vec![None; ((cw + gc - 1) / gc) as usize];
+            }
+            let mut kb = 0;
+            while kb < kh {
+                let Val::Reg(xr) = self
+                    .e
+                    .to_loc(Val::Mem(column(k0 + kb)), reg, None, Pad::Dense)
+                    .map_err(err)?
+                else {
+                    return Err(err("x did not land in a register"));
+                };
+                let xb = ops::broadcast_lanes(&mut self.e, &xr, (gr, gc), gr, gc).map_err(err)?;
+                for (j, acc) in accs.iter_mut().enumerate() {
+                    let c = j as i64 * gc;
+                    let w = gc.min(cw - c);
+                    let Val::Reg(wr) = self
+                        .e
+                        .to_loc(Val::Mem(wt.view(kb, c, gr, w)), reg, None, Pad::Dense)
+                        .map_err(err)?
+                    else {
+                        return Err(err("weights did not land in a register"));
+                    };
+                    let xbw = RegTile {
+                        cols: w,
+                        ..xb.clone()
+                    };
+                    *acc = Some(
+                        match acc.take() {
+                            None => ops::reg_binary(&mut self.e, Ew::Mul, &xbw, &wr),
+                            Some(s) => ops::reg_fma(&mut self.e, &xbw, &wr, &s),
+                        }
+                        .map_err(err)?,
+                    );
+                }
+                kb += gr;
+            }
+            // The group's last band: sum the sublanes, then the epilogue.
+            if k0 + kh == k {
+                for (j, acc) in accs.iter_mut().enumerate() {
+                    let c = j as i64 * gc;
+                    let w = gc.min(cw - c);
+                    let s = acc.take().ok_or_else(|| err("an empty accumulator"))?;
+                    let y = sublane_sum(&mut self.e, &s, gr, w, gc).map_err(err)?;
+                    self.tile_epilogue(plan, out, out_home, (Val::Reg(y), 0, c0 + c, 1, w))?;
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The register file matrix-vector products run in: two-dimensional, of
+    /// a float type, with the lane broadcast, the product and the
+    /// multiply-add.
+    fn gemv_file(&self) -> Option<RegFileId> {
+        let here = |f: RegFileId, ew: Ew| {
+            ops::ew_forms(&self.e, ew)
+                .iter()
+                .any(|x| x.rank == 2 && x.locs.iter().all(|l| l.place == Place::Reg(f)))
+        };
+        ops::lane_broadcast_files(&self.e).into_iter().find(|&f| {
+            self.e.m.regfiles[f.index()].shape.len() == 2 && here(f, Ew::Mul) && here(f, Ew::MulAdd)
+        })
+    }
+}
