@@ -1,7 +1,7 @@
 //! Matrix-vector products on the vector unit (`Options::vector_gemv`).
 //!
-//! A product of one row by a constant matrix (`y = x · W`, a decode step's
-//! projections) keeps a matrix unit busy for a whole weight tile per row it
+//! A product of one row by a matrix (`y = x · W`, a decode step's
+//! projections and attention) keeps a matrix unit busy for a whole weight tile per row it
 //! streams: one useful row of a 128 × 128 array is 128 multiply-adds a
 //! cycle. A vector register file of `r` × `c` lanes does `r · c` a cycle
 //! instead, this way:
@@ -17,7 +17,9 @@
 //! `W` comes on chip in bands of rows, each transfer issued before the band
 //! ahead is used. It applies where one register file of a float type has
 //! the lane broadcast, the multiply-add, the product and the sublane sum,
-//! the row count of `x` is 1 and `W` is a constant.
+//! `x` is one row (per batch) and `W` a constant matrix, or a computed one
+//! per batch (attention's one-token scores and context), read where it is
+//! when it is already on chip.
 
 use super::emit::{Emitter, MemTile, Pad, RegTile, Val};
 use super::machine::{Loc, Place};
@@ -89,18 +91,29 @@ impl Lowerer<'_> {
     ) -> Result<bool, LowerError> {
         let g = self.g;
         let (a, b) = (root.inputs[0], root.inputs[1]);
-        let (sa, sb) = (&g.ty(a).shape, &g.ty(b).shape);
-        let Some(w_const) = g.constants.get(&b) else {
-            return Ok(false);
-        };
+        let (sa, sb) = (g.ty(a).shape.clone(), g.ty(b).shape.clone());
+        let constant = g.constants.contains_key(&b);
+        let r = sa.len();
+        // One row of `a` per batch; `b` a constant matrix, or computed with
+        // the same batch dimensions.
+        let batched = r >= 2 && sb.len() == r && sa[..r - 2] == sb[..r - 2];
         if !self.opts.vector_gemv
-            || sb.len() != 2
-            || super::view(sa).0 != 1
             || g.constants.contains_key(&a)
+            || r < 2
+            || sa[r - 2] != 1
+            || !(constant && sb.len() == 2 || !constant && batched)
         {
             return Ok(false);
         }
-        let (k, n) = (sb[0] as i64, sb[1] as i64);
+        let batches = if constant {
+            super::view(&sa).0
+        } else {
+            sa[..r - 2].iter().product::<usize>() as i64
+        };
+        if constant && batches != 1 {
+            return Ok(false);
+        }
+        let (k, n) = (sb[sb.len() - 2] as i64, sb[sb.len() - 1] as i64);
         let Some(file) = self.gemv_file() else {
             return Ok(false);
         };
@@ -112,95 +125,120 @@ impl Lowerer<'_> {
             place: Place::Reg(file),
             dtype: self.e.m.regfiles[file.index()].dtype,
         };
-        // The weights in bf16 where they load into the registers widened, else
-        // in the activation type.
-        let wdt = [DType::Bf16, self.act]
-            .into_iter()
-            .find(|&dt| {
-                self.landing_of(dt)
-                    .is_ok_and(|l| self.info.path(&[l], reg).is_some())
-            })
-            .ok_or_else(|| err("the weights cannot reach the vector registers"))?;
+        // Constant weights in bf16 where they load into the registers
+        // widened, else in the activation type; a computed `b` as it is.
+        let wdt = if constant {
+            [DType::Bf16, self.act]
+                .into_iter()
+                .find(|&dt| {
+                    self.landing_of(dt)
+                        .is_ok_and(|l| self.info.path(&[l], reg).is_some())
+                })
+                .ok_or_else(|| err("the weights cannot reach the vector registers"))?
+        } else {
+            self.act
+        };
         let xland = self.landing_of(self.act)?;
         let wland = self.landing_of(wdt)?;
         let (Place::Mem(xm), Place::Mem(wm)) = (xland.place, wland.place) else {
             return Ok(false);
         };
-        // `x` on chip as one dense row.
-        let xh = self
-            .homes
-            .get(&a)
-            .cloned()
-            .ok_or_else(|| err("operand without a home"))?;
-        let x = if xh.mem == xm {
-            xh.tile(0, 0, 1, k)
-        } else {
-            let buf = self.e.buffer_padded(xm, xland.dtype, 1, k, Pad::Dense);
-            match self
-                .e
-                .to_loc(Val::Mem(xh.tile(0, 0, 1, k)), xland, Some(&buf), Pad::Dense)
-                .map_err(err)?
-            {
-                Val::Mem(t) => {
-                    self.e.ready(&t).map_err(err)?;
-                    t
-                }
-                _ => return Err(err("x landed in a register")),
-            }
+        let home_of = |l: &Self, v: ValueId| {
+            l.homes
+                .get(&v)
+                .cloned()
+                .ok_or_else(|| err("operand without a home"))
         };
-        // `x[k0 .. k0 + gr]` as a column of `gr` rows.
-        let column = |k0: i64| MemTile {
-            rows: gr,
-            cols: 1,
-            pitch: 1,
-            offset: x.offset + (k0 * x.dtype.bytes() as i64) as u64,
-            ..x.clone()
+        let xh = home_of(self, a)?;
+        // `b`'s rows: at home (packed, or a computed value) or already on chip.
+        let wh = match g.constants.get(&b) {
+            Some(t) => self.padded(t.data.clone(), k, n, wdt),
+            None => home_of(self, b)?,
         };
-        let wh = self.padded(w_const.data.clone(), k, n, wdt);
-        // Column groups one transfer wide, bands of rows within a sixteenth
-        // of the memory for two in flight.
+        let w_on_chip = wh.mem == wm && wh.dtype == wland.dtype;
+        // Column groups one transfer wide, bands of rows within a
+        // thirty-second of the memory (two in flight).
         let group = (1024 / gc).max(1) * gc;
         let cap = self.e.m.memories[wm.index()].size.value.max(0) as u64;
         let row_bytes = group.min(n) as u64 * wdt.bytes();
         let band = ((cap / 32 / row_bytes.max(1)) as i64 / gr * gr).clamp(gr, k);
-        let mut blocks: Vec<(i64, i64, i64, i64)> = Vec::new(); // (c0, cw, k0, kh)
-        let mut c0 = 0;
-        while c0 < n {
-            let cw = group.min(n - c0);
-            let mut k0 = 0;
-            while k0 < k {
-                blocks.push((c0, cw, k0, band.min(k - k0)));
-                k0 += band;
-            }
-            c0 += cw;
-        }
-        let stage =
-            |l: &mut Self, (c0, cw, k0, kh): (i64, i64, i64, i64)| -> Result<MemTile, LowerError> {
-                let buf = l.e.buffer_padded(wm, wland.dtype, kh, cw, Pad::Aligned);
-                match l
-                    .e
-                    .to_loc(
-                        Val::Mem(wh.tile(k0, c0, kh, cw)),
-                        wland,
-                        Some(&buf),
-                        Pad::Dense,
-                    )
-                    .map_err(err)?
-                {
-                    Val::Mem(t) => Ok(t),
-                    _ => Err(err("weights landed in a register")),
+        // (batch, c0, cw, k0, kh)
+        let mut blocks: Vec<(i64, i64, i64, i64, i64)> = Vec::new();
+        for bi in 0..batches {
+            let mut c0 = 0;
+            while c0 < n {
+                let cw = group.min(n - c0);
+                let mut k0 = 0;
+                while k0 < k {
+                    blocks.push((bi, c0, cw, k0, band.min(k - k0)));
+                    k0 += band;
                 }
-            };
+                c0 += cw;
+            }
+        }
+        let stage = |l: &mut Self,
+                     (bi, c0, cw, k0, kh): (i64, i64, i64, i64, i64)|
+         -> Result<MemTile, LowerError> {
+            let src = wh.tile(bi * k + k0, c0, kh, cw);
+            if w_on_chip {
+                return Ok(src);
+            }
+            let buf = l.e.buffer_padded(wm, wland.dtype, kh, cw, Pad::Aligned);
+            match l
+                .e
+                .to_loc(Val::Mem(src), wland, Some(&buf), Pad::Dense)
+                .map_err(err)?
+            {
+                Val::Mem(t) => Ok(t),
+                _ => Err(err("weights landed in a register")),
+            }
+        };
+        // `x` (the batch's row) on chip as one dense row.
+        let mut x: Option<(i64, MemTile)> = None;
         let mut next = Some(stage(self, blocks[0])?);
         let mut accs: Vec<Option<RegTile>> = Vec::new();
-        for (bi, &(c0, cw, k0, kh)) in blocks.iter().enumerate() {
+        for (bi_, &(bi, c0, cw, k0, kh)) in blocks.iter().enumerate() {
             let Some(wt) = next.take() else {
                 return Err(err("a band of weights was not staged"));
             };
-            if let Some(&nb) = blocks.get(bi + 1) {
+            if let Some(&nb) = blocks.get(bi_ + 1) {
                 next = Some(stage(self, nb)?);
             }
             self.e.ready(&wt).map_err(err)?;
+            let xt = match &x {
+                Some((b0, t)) if *b0 == bi => t.clone(),
+                _ => {
+                    let t = if xh.mem == xm {
+                        xh.tile(bi, 0, 1, k)
+                    } else {
+                        let buf = self.e.buffer_padded(xm, xland.dtype, 1, k, Pad::Dense);
+                        let Val::Mem(t) = self
+                            .e
+                            .to_loc(
+                                Val::Mem(xh.tile(bi, 0, 1, k)),
+                                xland,
+                                Some(&buf),
+                                Pad::Dense,
+                            )
+                            .map_err(err)?
+                        else {
+                            return Err(err("x landed in a register"));
+                        };
+                        self.e.ready(&t).map_err(err)?;
+                        t
+                    };
+                    x = Some((bi, t.clone()));
+                    t
+                }
+            };
+            // `x[k0 .. k0 + gr]` as a column of `gr` rows.
+            let column = |k0: i64| MemTile {
+                rows: gr,
+                cols: 1,
+                pitch: 1,
+                offset: xt.offset + (k0 * xt.dtype.bytes() as i64) as u64,
+                ..xt.clone()
+            };
             if k0 == 0 {
                 accs = vec![None; ((cw + gc - 1) / gc) as usize];
             }
@@ -245,7 +283,7 @@ impl Lowerer<'_> {
                     let w = gc.min(cw - c);
                     let s = acc.take().ok_or_else(|| err("an empty accumulator"))?;
                     let y = sublane_sum(&mut self.e, &s, gr, w, gc).map_err(err)?;
-                    self.tile_epilogue(plan, out, out_home, (Val::Reg(y), 0, c0 + c, 1, w))?;
+                    self.tile_epilogue(plan, out, out_home, (Val::Reg(y), bi, c0 + c, 1, w))?;
                 }
             }
         }
