@@ -484,6 +484,22 @@ fn reg_chain(
 
 /// `a ew b` of two registers of one file (same tile shape), into a new register.
 pub fn reg_binary(e: &mut Emitter, ew: Ew, a: &RegTile, b: &RegTile) -> Result<RegTile, String> {
+    reg_apply(e, ew, a, b, None)
+}
+
+/// `a * b + c` of three registers of one file (same tile shape), into a new register.
+pub fn reg_fma(e: &mut Emitter, a: &RegTile, b: &RegTile, c: &RegTile) -> Result<RegTile, String> {
+    reg_apply(e, Ew::MulAdd, a, b, Some(c))
+}
+
+/// `ew` of registers of `a`'s file by the instruction that computes it there.
+fn reg_apply(
+    e: &mut Emitter,
+    ew: Ew,
+    a: &RegTile,
+    b: &RegTile,
+    c: Option<&RegTile>,
+) -> Result<RegTile, String> {
     let here = Place::Reg(a.file);
     let f = ew_forms(e, ew)
         .into_iter()
@@ -495,49 +511,12 @@ pub fn reg_binary(e: &mut Emitter, ew: Ew, a: &RegTile, b: &RegTile) -> Result<R
         swapped: false,
         third: None,
     };
-    match reg_op(
-        e,
-        &f,
-        &s,
+    let (x, y, z) = (
         Val::Reg(a.clone()),
         Some(Val::Reg(b.clone())),
-        None,
-        a.rows,
-        a.cols,
-    )? {
-        Val::Reg(r) => Ok(r),
-        Val::Mem(_) | Val::Splat(_) => Err("a register operation wrote memory".to_owned()),
-    }
-}
-
-/// `a * b + c` of three registers of one file (same tile shape), into a new register.
-pub fn reg_fma(e: &mut Emitter, a: &RegTile, b: &RegTile, c: &RegTile) -> Result<RegTile, String> {
-    let here = Place::Reg(a.file);
-    let f = ew_forms(e, Ew::MulAdd)
-        .into_iter()
-        .find(|f| f.locs.iter().all(|l| l.place == here))
-        .ok_or_else(|| {
-            format!(
-                "no `{}` in the register file of the operands",
-                Ew::MulAdd.text()
-            )
-        })?;
-    let s = Step {
-        ew: Ew::MulAdd,
-        other: None,
-        swapped: false,
-        third: None,
-    };
-    match reg_op(
-        e,
-        &f,
-        &s,
-        Val::Reg(a.clone()),
-        Some(Val::Reg(b.clone())),
-        Some(Val::Reg(c.clone())),
-        a.rows,
-        a.cols,
-    )? {
+        c.map(|c| Val::Reg(c.clone())),
+    );
+    match reg_op(e, &f, &s, x, y, z, a.rows, a.cols)? {
         Val::Reg(r) => Ok(r),
         Val::Mem(_) | Val::Splat(_) => Err("a register operation wrote memory".to_owned()),
     }
