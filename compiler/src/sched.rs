@@ -583,6 +583,27 @@ pub fn check(
     check_with(t, m, program_order, bundles, Rules::default())
 }
 
+/// An instruction instance as a hashable key: which instruction, and each
+/// operand's kind and bits (two instances are the same instruction exactly
+/// when their keys are equal).
+type InstKey = (u32, Vec<(u8, u64)>);
+
+fn inst_key(i: &MInst) -> InstKey {
+    use isa_specs::target::OpValue;
+    let ops = i
+        .operands
+        .iter()
+        .map(|o| match *o {
+            OpValue::Reg(r) => (0, u64::from(r)),
+            OpValue::Addr(a) => (1, a),
+            OpValue::Imm(v) => (2, v as u64),
+            OpValue::Real(f) => (3, u64::from(f.to_bits())),
+            OpValue::Sem(s) => (4, u64::from(s)),
+        })
+        .collect();
+    (i.inst.index() as u32, ops)
+}
+
 /// [`check`] under `rules`.
 pub fn check_with(
     t: &targets::Target,
@@ -596,15 +617,15 @@ pub fn check_with(
     let mut errors = Vec::new();
     // Where each instruction went: match instances in order of appearance.
     let mut placed: Vec<Option<u64>> = vec![None; program_order.len()];
-    let mut by_text: std::collections::HashMap<String, std::collections::VecDeque<usize>> =
+    let mut by_text: std::collections::HashMap<InstKey, std::collections::VecDeque<usize>> =
         std::collections::HashMap::new();
     for (i, inst) in program_order.iter().enumerate() {
-        by_text.entry(format!("{inst:?}")).or_default().push_back(i);
+        by_text.entry(inst_key(inst)).or_default().push_back(i);
     }
     for (cycle, b) in bundles.iter().enumerate() {
         for (slot, inst) in &b.ops {
             match by_text
-                .get_mut(&format!("{inst:?}"))
+                .get_mut(&inst_key(inst))
                 .and_then(std::collections::VecDeque::pop_front)
             {
                 Some(i) => {
