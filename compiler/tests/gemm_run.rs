@@ -142,9 +142,15 @@ fn a_row_times_constant_weights_runs_on_the_vector_unit_and_matches() {
             })
             .count()
     };
-    // A partial last column chunk (300 = 2 x 128 + 44); with 256 KiB of SRAM,
-    // the weights come in 48 bands of 16 rows.
-    for (k, n, sram) in [(64, 300, None), (768, 256, Some(256 * 1024))] {
+    // A partial last column chunk (300 = 2 x 128 + 44); contractions short
+    // of a whole block of 8 rows (13 = 8 + 5; 5 alone, which once panicked);
+    // with 256 KiB of SRAM, the weights come in 48 bands of 16 rows.
+    for (k, n, sram) in [
+        (64, 300, None),
+        (13, 300, None),
+        (5, 40, None),
+        (768, 256, Some(256 * 1024)),
+    ] {
         let g = gemv(k, n);
         let m = match sram {
             Some(bytes) => t

@@ -12,14 +12,17 @@
 //!   type) and accumulated as `acc = X · W + acc`, one register per `c`
 //!   columns, so each sublane `i` sums the terms of `x[k + i]`;
 //! - the sublanes are summed at the end (`d[i, j] = sum(k) a[k, j]`), and row
-//!   0 is the product's row, handed to the region's epilogue.
+//!   0 is the product's row, handed to the region's epilogue;
+//! - rows of `W` short of a whole block go one at a time: `x[k]` by a scalar
+//!   load and a broadcast (`d[i, j] = s`), accumulated in row 0 of registers
+//!   of their own and added at the end.
 //!
 //! `W` comes on chip in bands of rows, each transfer issued before the band
 //! ahead is used. It applies where one register file of a float type has
 //! the lane broadcast, the multiply-add, the product and the sublane sum,
 //! `x` is one row (per batch) and `W` a constant matrix, or a computed one
-//! per batch (attention's one-token scores and context), read where it is
-//! when it is already on chip.
+//! per batch already on chip (attention's one-token scores and context,
+//! kept there by residency), read where it is.
 
 use super::emit::{Emitter, MemTile, Pad, RegTile, Val};
 use super::machine::{Loc, Place};
@@ -79,6 +82,83 @@ fn sublane_sum(
     Err(last)
 }
 
+/// Element `x` (one element on chip) in every element of a new register of
+/// `file`: a scalar load (`s = src[0]`) and a broadcast (`d[i, j] = s`).
+fn scalar_broadcast(
+    e: &mut Emitter,
+    file: RegFileId,
+    x: &MemTile,
+    (gr, gc): (i64, i64),
+) -> Result<RegTile, String> {
+    let dtype = e.m.regfiles[file.index()].dtype;
+    let sfile =
+        e.m.regfiles
+            .iter()
+            .position(|f| f.shape.is_empty() && f.dtype == dtype)
+            .map(|i| RegFileId(i as u32))
+            .ok_or("no scalar register file")?;
+    let s = e.vreg(sfile);
+    let (st, sr) = Emitter::reg_tensor(sfile, dtype, s, Vec::new());
+    // `s = src` from a scalar in memory, or `s = src[0]` from a vector.
+    let scalar = {
+        let (xt, xr) = Emitter::mem_tensor(x, Vec::new());
+        let op = TileOp {
+            tensors: vec![st.clone(), xt],
+            extents: Vec::new(),
+            target: TileAccess {
+                tensor: 0,
+                indices: Vec::new(),
+            },
+            op: AssignOp::Set,
+            value: TileExpr::Access(TileAccess {
+                tensor: 1,
+                indices: Vec::new(),
+            }),
+        };
+        (op, xr)
+    };
+    let vector = {
+        let (xt, xr) = Emitter::mem_tensor(x, vec![1]);
+        (ops::load_op(vec![st.clone(), xt]), xr)
+    };
+    let mut loaded = Err("no scalar load".to_owned());
+    for (op, xr) in [scalar, vector] {
+        loaded = e.emit(&op, &[sr, xr], None);
+        if loaded.is_ok() {
+            break;
+        }
+    }
+    loaded?;
+    let d = e.vreg(file);
+    let (dt, dr) = Emitter::reg_tensor(file, dtype, d, vec![gr, gc]);
+    let ix = |i: u32| isa_specs::model::Affine {
+        terms: vec![(IndexId(i), 1)],
+        constant: 0,
+        offsets: Vec::new(),
+    };
+    let op = TileOp {
+        tensors: vec![dt, st],
+        extents: vec![gr, gc],
+        target: TileAccess {
+            tensor: 0,
+            indices: vec![ix(0), ix(1)],
+        },
+        op: AssignOp::Set,
+        value: TileExpr::Access(TileAccess {
+            tensor: 1,
+            indices: Vec::new(),
+        }),
+    };
+    e.emit(&op, &[dr, sr], None)?;
+    Ok(RegTile {
+        file,
+        dtype,
+        reg: d,
+        rows: gr,
+        cols: gc,
+    })
+}
+
 impl Lowerer<'_> {
     /// `out = a · b` followed by the region's element-wise `plan`, on the
     /// vector unit (see the module doc). False when it does not apply.
@@ -118,7 +198,7 @@ impl Lowerer<'_> {
             return Ok(false);
         };
         let (gr, gc) = self.e.granule(file);
-        if gr < 2 || k % gr != 0 || n == 0 {
+        if gr < 2 || n == 0 {
             return Ok(false);
         }
         let reg = Loc {
@@ -156,12 +236,21 @@ impl Lowerer<'_> {
             None => home_of(self, b)?,
         };
         let w_on_chip = wh.mem == wm && wh.dtype == wland.dtype;
+        // A computed matrix at home would come in small transfers per band
+        // (its rows are as long as the output): the matrix unit's staging
+        // does better there (the one-token context, 13576 against 6858
+        // cycles for 12 heads of 1025 x 64).
+        if !constant && !w_on_chip {
+            return Ok(false);
+        }
         // Column groups one transfer wide, bands of rows within a
         // thirty-second of the memory (two in flight).
         let group = (1024 / gc).max(1) * gc;
         let cap = self.e.m.memories[wm.index()].size.value.max(0) as u64;
         let row_bytes = group.min(n) as u64 * wdt.bytes();
-        let band = ((cap / 32 / row_bytes.max(1)) as i64 / gr * gr).clamp(gr, k);
+        let band = ((cap / 32 / row_bytes.max(1)) as i64 / gr * gr)
+            .max(gr)
+            .min(k);
         // (batch, c0, cw, k0, kh)
         let mut blocks: Vec<(i64, i64, i64, i64, i64)> = Vec::new();
         for bi in 0..batches {
@@ -197,6 +286,7 @@ impl Lowerer<'_> {
         let mut x: Option<(i64, MemTile)> = None;
         let mut next = Some(stage(self, blocks[0])?);
         let mut accs: Vec<Option<RegTile>> = Vec::new();
+        let mut tails: Vec<Option<RegTile>> = Vec::new();
         for (bi_, &(bi, c0, cw, k0, kh)) in blocks.iter().enumerate() {
             let Some(wt) = next.take() else {
                 return Err(err("a band of weights was not staged"));
@@ -211,21 +301,27 @@ impl Lowerer<'_> {
                     let t = if xh.mem == xm {
                         xh.tile(bi, 0, 1, k)
                     } else {
+                        // In pieces a transfer takes (at most 1024 columns).
                         let buf = self.e.buffer_padded(xm, xland.dtype, 1, k, Pad::Dense);
-                        let Val::Mem(t) = self
-                            .e
-                            .to_loc(
-                                Val::Mem(xh.tile(bi, 0, 1, k)),
-                                xland,
-                                Some(&buf),
-                                Pad::Dense,
-                            )
-                            .map_err(err)?
-                        else {
-                            return Err(err("x landed in a register"));
-                        };
-                        self.e.ready(&t).map_err(err)?;
-                        t
+                        let mut c = 0;
+                        while c < k {
+                            let w = 1024.min(k - c);
+                            let Val::Mem(t) = self
+                                .e
+                                .to_loc(
+                                    Val::Mem(xh.tile(bi, c, 1, w)),
+                                    xland,
+                                    Some(&buf.view(0, c, 1, w)),
+                                    Pad::Dense,
+                                )
+                                .map_err(err)?
+                            else {
+                                return Err(err("x landed in a register"));
+                            };
+                            self.e.ready(&t).map_err(err)?;
+                            c += w;
+                        }
+                        buf
                     };
                     x = Some((bi, t.clone()));
                     t
@@ -241,9 +337,10 @@ impl Lowerer<'_> {
             };
             if k0 == 0 {
                 accs = vec![None; ((cw + gc - 1) / gc) as usize];
+                tails = vec![None; accs.len()];
             }
             let mut kb = 0;
-            while kb < kh {
+            while kb + gr <= kh {
                 let Val::Reg(xr) = self
                     .e
                     .to_loc(Val::Mem(column(k0 + kb)), reg, None, Pad::Dense)
@@ -276,13 +373,60 @@ impl Lowerer<'_> {
                 }
                 kb += gr;
             }
-            // The group's last band: sum the sublanes, then the epilogue.
-            if k0 + kh == k {
-                for (j, acc) in accs.iter_mut().enumerate() {
+            // Rows short of a whole block (a contraction not a multiple of
+            // the sublanes): one at a time, in row 0 of their own
+            // accumulators (the other rows are never read).
+            for t in kb..kh {
+                let one = MemTile {
+                    rows: 1,
+                    cols: 1,
+                    pitch: 1,
+                    offset: xt.offset + ((k0 + t) * xt.dtype.bytes() as i64) as u64,
+                    ..xt.clone()
+                };
+                let xs = scalar_broadcast(&mut self.e, file, &one, (gr, gc)).map_err(err)?;
+                for (j, tail) in tails.iter_mut().enumerate() {
                     let c = j as i64 * gc;
                     let w = gc.min(cw - c);
-                    let s = acc.take().ok_or_else(|| err("an empty accumulator"))?;
-                    let y = sublane_sum(&mut self.e, &s, gr, w, gc).map_err(err)?;
+                    let Val::Reg(wr) = self
+                        .e
+                        .to_loc(Val::Mem(wt.view(t, c, 1, w)), reg, None, Pad::Dense)
+                        .map_err(err)?
+                    else {
+                        return Err(err("weights did not land in a register"));
+                    };
+                    let xsw = RegTile {
+                        rows: 1,
+                        cols: w,
+                        ..xs.clone()
+                    };
+                    *tail = Some(
+                        match tail.take() {
+                            None => ops::reg_binary(&mut self.e, Ew::Mul, &xsw, &wr),
+                            Some(s) => ops::reg_fma(&mut self.e, &xsw, &wr, &s),
+                        }
+                        .map_err(err)?,
+                    );
+                }
+            }
+            // The group's last band: sum the sublanes, then the epilogue.
+            if k0 + kh == k {
+                for (j, (acc, tail)) in accs.iter_mut().zip(tails.iter_mut()).enumerate() {
+                    let c = j as i64 * gc;
+                    let w = gc.min(cw - c);
+                    let y = match (acc.take(), tail.take()) {
+                        (Some(s), t) => {
+                            let y = sublane_sum(&mut self.e, &s, gr, w, gc).map_err(err)?;
+                            match t {
+                                Some(t) => {
+                                    ops::reg_binary(&mut self.e, Ew::Add, &y, &t).map_err(err)?
+                                }
+                                None => y,
+                            }
+                        }
+                        (None, Some(t)) => t,
+                        (None, None) => return Err(err("an empty accumulator")),
+                    };
                     self.tile_epilogue(plan, out, out_home, (Val::Reg(y), bi, c0 + c, 1, w))?;
                 }
             }

@@ -1270,7 +1270,7 @@ pub fn broadcast_lanes(
 }
 
 /// `s = src[0]`.
-fn load_op(tensors: Vec<TileTensor>) -> TileOp {
+pub(super) fn load_op(tensors: Vec<TileTensor>) -> TileOp {
     TileOp {
         tensors,
         extents: Vec::new(),
