@@ -183,8 +183,8 @@ pub struct OptArgs {
     /// instead of broadcasting it along the lanes in registers.
     #[arg(long)]
     no_broadcast_rows: bool,
-    /// Compute a product of one row by constant weights on the matrix unit
-    /// instead of the vector unit.
+    /// Compute a product of one row (per batch) by a matrix on the matrix
+    /// unit instead of the vector unit.
     #[arg(long)]
     no_vector_gemv: bool,
 }

@@ -170,6 +170,8 @@ impl Lowerer<'_> {
         out_home: &Home,
     ) -> Result<bool, LowerError> {
         let g = self.g;
+        // The epilogue's constant rows are staged anew for this region.
+        self.staged_rows.clear();
         let (a, b) = (root.inputs[0], root.inputs[1]);
         let (sa, sb) = (g.ty(a).shape.clone(), g.ty(b).shape.clone());
         let constant = g.constants.contains_key(&b);

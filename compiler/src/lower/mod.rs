@@ -359,9 +359,10 @@ pub struct Options {
     /// broadcast, instead of being widened to the full row by a product
     /// with a row of ones and read back.
     pub broadcast_rows: bool,
-    /// A product of one row by constant weights runs on the vector unit
-    /// (sublanes as partial sums) where it can, instead of the matrix unit
-    /// streaming one row per weight tile ([`gemv`]).
+    /// A product of one row (per batch) by constant weights, or by a
+    /// computed matrix already on chip, runs on the vector unit (sublanes as
+    /// partial sums) where it can, instead of the matrix unit streaming one
+    /// row per weight tile ([`gemv`]).
     pub vector_gemv: bool,
 }
 
@@ -1399,7 +1400,7 @@ impl Lowerer<'_> {
         if !matches!(root.op, Op::MatMul) {
             return self.region_tiles(&None, &plan, root_input, out, &out_home);
         }
-        // One row by constant weights: on the vector unit where it can.
+        // One row (per batch) by a matrix: on the vector unit where it can.
         {
             let cp = self.e.checkpoint();
             let data = self.data.len();
