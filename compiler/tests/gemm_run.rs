@@ -127,21 +127,23 @@ fn gemv(k: i64, n: i64) -> compiler::ir::Graph {
     g
 }
 
+/// Matrix-unit passes (`mmul*`) in a program compiled for `t`.
+fn mxu_ops(t: &targets::Target, r: &compiler::run::RunResult) -> usize {
+    r.compiled
+        .bundles
+        .iter()
+        .flat_map(|b| &b.ops)
+        .filter(|(_, i)| {
+            t.machine().instructions[i.inst.index()]
+                .name
+                .starts_with("mmul")
+        })
+        .count()
+}
+
 #[test]
 fn a_row_times_constant_weights_runs_on_the_vector_unit_and_matches() {
     let t = targets::by_name("vliw-systolic").expect("shipped");
-    let mxu_ops = |r: &compiler::run::RunResult| {
-        r.compiled
-            .bundles
-            .iter()
-            .flat_map(|b| &b.ops)
-            .filter(|(_, i)| {
-                t.machine().instructions[i.inst.index()]
-                    .name
-                    .starts_with("mmul")
-            })
-            .count()
-    };
     // A partial last column chunk (300 = 2 x 128 + 44); contractions short
     // of a whole block of 8 rows (13 = 8 + 5; 5 alone, which once panicked);
     // with 256 KiB of SRAM, the weights come in 48 bands of 16 rows.
@@ -169,8 +171,8 @@ fn a_row_times_constant_weights_runs_on_the_vector_unit_and_matches() {
             vector_gemv: false,
             ..Default::default()
         });
-        assert_eq!(mxu_ops(&vector), 0, "{k} x {n} on the vector unit");
-        assert!(mxu_ops(&matrix) > 0, "{k} x {n} on the matrix unit");
+        assert_eq!(mxu_ops(t, &vector), 0, "{k} x {n} on the vector unit");
+        assert!(mxu_ops(t, &matrix) > 0, "{k} x {n} on the matrix unit");
     }
     // Every other target still compiles and matches it.
     onnx_util::run_everywhere(&gemv(64, 300), 5, "gemv", &[]);
@@ -196,18 +198,7 @@ fn one_row_per_batch_times_a_computed_matrix_runs_on_the_vector_unit_and_matches
     let inputs = compiler::run::random_inputs(&g, 7);
     let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
     assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
-    let mxu = r
-        .compiled
-        .bundles
-        .iter()
-        .flat_map(|b| &b.ops)
-        .filter(|(_, i)| {
-            t.machine().instructions[i.inst.index()]
-                .name
-                .starts_with("mmul")
-        })
-        .count();
-    assert_eq!(mxu, 0, "the scores went to the matrix unit");
+    assert_eq!(mxu_ops(t, &r), 0, "the scores went to the matrix unit");
     // (At n = 300 simd-dsp's 128 KiB `l1` does not hold the tiles; a known gap.)
     onnx_util::run_everywhere(&scores(100), 9, "batched gemv", &[]);
 }

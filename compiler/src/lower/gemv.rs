@@ -82,6 +82,19 @@ fn sublane_sum(
     Err(last)
 }
 
+/// `x * w + acc`, or `x * w` for the first term.
+fn mul_add(
+    e: &mut Emitter,
+    x: &RegTile,
+    w: &RegTile,
+    acc: Option<RegTile>,
+) -> Result<RegTile, String> {
+    match acc {
+        None => ops::reg_binary(e, Ew::Mul, x, w),
+        Some(s) => ops::reg_fma(e, x, w, &s),
+    }
+}
+
 /// Element `x` (one element on chip) in every element of a new register of
 /// `file`: a scalar load (`s = src[0]`) and a broadcast (`d[i, j] = s`).
 fn scalar_broadcast(
@@ -102,20 +115,7 @@ fn scalar_broadcast(
     // `s = src` from a scalar in memory, or `s = src[0]` from a vector.
     let scalar = {
         let (xt, xr) = Emitter::mem_tensor(x, Vec::new());
-        let op = TileOp {
-            tensors: vec![st.clone(), xt],
-            extents: Vec::new(),
-            target: TileAccess {
-                tensor: 0,
-                indices: Vec::new(),
-            },
-            op: AssignOp::Set,
-            value: TileExpr::Access(TileAccess {
-                tensor: 1,
-                indices: Vec::new(),
-            }),
-        };
-        (op, xr)
+        (ops::scalar_op(vec![st.clone(), xt], Vec::new()), xr)
     };
     let vector = {
         let (xt, xr) = Emitter::mem_tensor(x, vec![1]);
@@ -192,7 +192,7 @@ impl Lowerer<'_> {
         } else {
             sa[..r - 2].iter().product::<usize>() as i64
         };
-        if constant && batches != 1 {
+        if batches == 0 || (constant && batches != 1) {
             return Ok(false);
         }
         let (k, n) = (sb[sb.len() - 2] as i64, sb[sb.len() - 1] as i64);
@@ -365,13 +365,7 @@ impl Lowerer<'_> {
                         cols: w,
                         ..xb.clone()
                     };
-                    *acc = Some(
-                        match acc.take() {
-                            None => ops::reg_binary(&mut self.e, Ew::Mul, &xbw, &wr),
-                            Some(s) => ops::reg_fma(&mut self.e, &xbw, &wr, &s),
-                        }
-                        .map_err(err)?,
-                    );
+                    *acc = Some(mul_add(&mut self.e, &xbw, &wr, acc.take()).map_err(err)?);
                 }
                 kb += gr;
             }
@@ -402,13 +396,7 @@ impl Lowerer<'_> {
                         cols: w,
                         ..xs.clone()
                     };
-                    *tail = Some(
-                        match tail.take() {
-                            None => ops::reg_binary(&mut self.e, Ew::Mul, &xsw, &wr),
-                            Some(s) => ops::reg_fma(&mut self.e, &xsw, &wr, &s),
-                        }
-                        .map_err(err)?,
-                    );
+                    *tail = Some(mul_add(&mut self.e, &xsw, &wr, tail.take()).map_err(err)?);
                 }
             }
             // The group's last band: sum the sublanes, then the epilogue.

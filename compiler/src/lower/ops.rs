@@ -1271,6 +1271,16 @@ pub fn broadcast_lanes(
 
 /// `s = src[0]`.
 pub(super) fn load_op(tensors: Vec<TileTensor>) -> TileOp {
+    let zero = Affine {
+        terms: Vec::new(),
+        constant: 0,
+        offsets: Vec::new(),
+    };
+    scalar_op(tensors, vec![zero])
+}
+
+/// `s = src[indices]` into a scalar (`s = src` with no indices).
+pub(super) fn scalar_op(tensors: Vec<TileTensor>, indices: Vec<Affine>) -> TileOp {
     TileOp {
         tensors,
         extents: Vec::new(),
@@ -1279,14 +1289,7 @@ pub(super) fn load_op(tensors: Vec<TileTensor>) -> TileOp {
             indices: Vec::new(),
         },
         op: AssignOp::Set,
-        value: TileExpr::Access(TileAccess {
-            tensor: 1,
-            indices: vec![Affine {
-                terms: Vec::new(),
-                constant: 0,
-                offsets: Vec::new(),
-            }],
-        }),
+        value: TileExpr::Access(TileAccess { tensor: 1, indices }),
     }
 }
 
