@@ -238,6 +238,23 @@ fn uniform_constants_are_splatted_into_registers_not_expanded_at_home() {
 }
 
 #[test]
+fn a_mean_scales_by_a_splatted_reciprocal_not_a_column_read_from_home() {
+    // Before, every block of rows read a column of 1/n from home and waited
+    // for it: a DMA latency per block.
+    let node =
+        NodeProto::new("ReduceMean", "r", &["x"], &["y"]).with(AttributeProto::ints("axes", &[-1]));
+    let g = model(node, &[64, 768], vec![]);
+    let r = run_on(
+        &g,
+        "vliw-systolic",
+        &[],
+        compiler::lower::Options::default(),
+    );
+    let data: usize = r.compiled.program.data.iter().map(|d| d.bytes.len()).sum();
+    assert_eq!(data, 0, "constants placed at home: {data} bytes");
+}
+
+#[test]
 fn constant_rows_are_loaded_into_every_row_of_a_register_not_expanded_at_home() {
     // LayerNormalization's scale and shift are rows broadcast down 64 rows.
     let c = 256;

@@ -414,13 +414,18 @@ impl Lowerer<'_> {
             }
             let mut v = acc.ok_or_else(|| err("a reduction of no columns"))?;
             if let Some(k) = mean {
-                let t = self.constant_column(k, h)?;
+                // 1/n splatted into a register where the machine can, else
+                // a column of it read from home.
+                let scale = match ops::splat_file(&self.e, Ew::Mul) {
+                    Some(file) => ops::splat(&mut self.e, file, k).map_err(err)?,
+                    None => Val::Mem(self.constant_column(k, h)?),
+                };
                 v = ops::chain(
                     &mut self.e,
                     v,
                     &[Step {
                         ew: Ew::Mul,
-                        other: Some(Val::Mem(t)),
+                        other: Some(scale),
                         swapped: false,
                         third: None,
                     }],
