@@ -43,6 +43,7 @@ pub const SWITCHES: &[Switch] = &[
     ("residency", |o| o.residency = false),
     ("broadcast_rows", |o| o.broadcast_rows = false),
     ("vector_gemv", |o| o.vector_gemv = false),
+    ("fuse_rows", |o| o.fuse_rows = false),
 ];
 
 /// Which set of workloads to run.

@@ -187,6 +187,11 @@ pub struct OptArgs {
     /// unit instead of the vector unit.
     #[arg(long)]
     no_vector_gemv: bool,
+    /// Lower layer normalisations, softmaxes and GELUs one node (or chain)
+    /// at a time, each reading and writing memory, instead of as one region
+    /// per group that reads each row once and keeps the rest in registers.
+    #[arg(long)]
+    no_fuse_rows: bool,
 }
 
 impl OptArgs {
@@ -204,6 +209,7 @@ impl OptArgs {
             residency: !self.no_residency,
             broadcast_rows: !self.no_broadcast_rows,
             vector_gemv: !self.no_vector_gemv,
+            fuse_rows: !self.no_fuse_rows,
         }
     }
 }

@@ -37,6 +37,7 @@ pub mod mapping;
 mod matmul;
 pub mod ops;
 mod reduce;
+mod rows;
 mod scalar;
 mod transpose;
 
@@ -253,6 +254,8 @@ struct Lowerer<'a> {
     /// The attentions recognised, and how many of their intermediates are
     /// kept on chip, of how many.
     attentions: Vec<(fuse::Attention, (usize, usize))>,
+    /// The row groups recognised ([`rows`]), by their first node.
+    row_groups: Vec<rows::RowGroup>,
     /// Buffers holding values kept on chip across regions, and the last
     /// node reading each.
     kept_until: HashMap<usize, usize>,
@@ -364,6 +367,12 @@ pub struct Options {
     /// partial sums) where it can, instead of the matrix unit streaming one
     /// row per weight tile ([`gemv`]).
     pub vector_gemv: bool,
+    /// A layer normalisation, a softmax, a GELU (element-wise nodes and
+    /// reductions over the last dimension of one shape) is one region that
+    /// reads each row once and keeps everything in between in registers
+    /// ([`rows`]), instead of a region per reduction and per chain. Needs
+    /// [`Options::broadcast_rows`].
+    pub fuse_rows: bool,
 }
 
 impl Default for Options {
@@ -380,6 +389,7 @@ impl Default for Options {
             residency: true,
             broadcast_rows: true,
             vector_gemv: true,
+            fuse_rows: true,
         }
     }
 }
@@ -445,6 +455,14 @@ pub fn compile_mapped(
                     "the values `{node}` reads and writes are kept at home: on chip, {e}"
                 ));
                 evicted.push(node);
+            }
+            Err((e, None))
+                if opts.fuse_rows && !rows::row_groups(&canon_for(t, m, g, opts)?).is_empty() =>
+            {
+                opts.fuse_rows = false;
+                notes.push(format!(
+                    "layer norms and softmaxes not fused into row regions: {e}"
+                ));
             }
             Err((e, _)) if opts.residency => {
                 opts.residency = false;
@@ -549,6 +567,7 @@ fn compile_once(
         contractions: Vec::new(),
         relayouts: Default::default(),
         attentions: Vec::new(),
+        row_groups: Vec::new(),
         kept_until: HashMap::new(),
         lowering_node: 0,
         residency_blocked: None,
@@ -568,6 +587,9 @@ fn compile_once(
             .into_iter()
             .map(|a| (a, (0, 0)))
             .collect();
+    }
+    if opts.fuse_rows && opts.broadcast_rows {
+        l.row_groups = rows::row_groups(g);
     }
     l.contractions = ops::contractions(&l.e);
     l.evicted = evicted;
@@ -825,8 +847,12 @@ impl Lowerer<'_> {
                 excluded.insert(*alias.get(v).unwrap_or(v));
             }
         }
+        // Values inside a row group live in registers.
+        let in_rows: std::collections::HashSet<ValueId> =
+            self.row_groups.iter().flat_map(|r| r.inner(g)).collect();
         let candidate = |v: ValueId| {
             !excluded.contains(&v)
+                && !in_rows.contains(&v)
                 && made.contains_key(&v)
                 && last.contains_key(&v)
                 && !alias.contains_key(&v)
@@ -1126,6 +1152,27 @@ impl Lowerer<'_> {
             self.lowering_node = ni;
             if g.constants.contains_key(&n.outputs[0]) {
                 continue;
+            }
+            if let Some(grp) = self.row_groups.iter().find(|r| r.nodes[0] == ni).cloned() {
+                let before = self.e.code.len();
+                if self.row_group(&grp)? {
+                    for &k in &grp.nodes {
+                        done[k] = true;
+                    }
+                    let names: Vec<String> = grp
+                        .nodes
+                        .iter()
+                        .map(|&k| format!("{}({})", g.nodes[k].op.name(), g.nodes[k].name))
+                        .collect();
+                    self.push_region(
+                        &grp.nodes,
+                        (
+                            format!("Rows: {}", names.join(" -> ")),
+                            self.e.code.len() - before,
+                        ),
+                    )?;
+                    continue;
+                }
             }
             match &n.op {
                 Op::Reshape { .. } | Op::Identity => {

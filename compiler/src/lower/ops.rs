@@ -487,6 +487,25 @@ pub fn reg_binary(e: &mut Emitter, ew: Ew, a: &RegTile, b: &RegTile) -> Result<R
     reg_apply(e, ew, a, b, None)
 }
 
+/// `ew(a)` of a register, into a new register of its file.
+pub fn reg_unary(e: &mut Emitter, ew: Ew, a: &RegTile) -> Result<RegTile, String> {
+    let here = Place::Reg(a.file);
+    let f = ew_forms(e, ew)
+        .into_iter()
+        .find(|f| f.locs.iter().all(|l| l.place == here))
+        .ok_or_else(|| format!("no `{}` in the register file of the operand", ew.text()))?;
+    let s = Step {
+        ew,
+        other: None,
+        swapped: false,
+        third: None,
+    };
+    match reg_op(e, &f, &s, Val::Reg(a.clone()), None, None, a.rows, a.cols)? {
+        Val::Reg(r) => Ok(r),
+        Val::Mem(_) | Val::Splat(_) => Err("a register operation wrote memory".to_owned()),
+    }
+}
+
 /// `a * b + c` of three registers of one file (same tile shape), into a new register.
 pub fn reg_fma(e: &mut Emitter, a: &RegTile, b: &RegTile, c: &RegTile) -> Result<RegTile, String> {
     reg_apply(e, Ew::MulAdd, a, b, Some(c))
@@ -1073,7 +1092,7 @@ pub fn can_broadcast_rows(e: &Emitter) -> bool {
 
 /// Row 0 of memory tile `a` (`w` columns, on chip) in every one of the `h`
 /// rows of a new register of `file` (a constant row broadcast down a tile).
-fn load_row_broadcast(
+pub(super) fn load_row_broadcast(
     e: &mut Emitter,
     a: &MemTile,
     file: isa_specs::model::RegFileId,

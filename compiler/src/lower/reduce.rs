@@ -501,6 +501,59 @@ impl Lowerer<'_> {
         }
     }
 
+    /// Register `x` (`h` x `w`) reduced across its lanes by form `f`, the
+    /// result in every lane of a register (`h` x `wb` used): written so by
+    /// the instruction where it can, else reduced to a column and broadcast.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn reduce_reg_broadcast(
+        &mut self,
+        f: &Form,
+        kind: ReduceKind,
+        x: &RegTile,
+        h: i64,
+        w: i64,
+        (gr, gc): (i64, i64),
+        wb: i64,
+    ) -> Result<RegTile, LowerError> {
+        let Place::Reg(dfile) = f.dst.place else {
+            return Err(err("not a register form"));
+        };
+        let tries: Vec<Try> = match f.shape {
+            Shape::Rows => [h, gr]
+                .into_iter()
+                .flat_map(|rows| {
+                    [wb, gc]
+                        .into_iter()
+                        .map(move |dc| (vec![rows, dc], vec![rows, w], vec![rows, dc, w], false))
+                })
+                .collect(),
+            Shape::Lanes => vec![
+                (vec![wb], vec![w], vec![wb, w], false),
+                (vec![gc], vec![w], vec![gc, w], false),
+            ],
+            _ => Vec::new(),
+        };
+        let d = self.e.vreg(dfile);
+        for (ds, as_, ext, _) in tries {
+            let (dt, dr) = super::emit::Emitter::reg_tensor(dfile, f.dst.dtype, d, ds);
+            let (at, ar) = Val::Reg(x.clone()).tensor(as_);
+            let op = red_op(reduce_op(kind), f.shape, dt, at, ext);
+            if self.e.emit(&op, &[dr, ar], Some(f.inst)).is_ok() {
+                return Ok(RegTile {
+                    file: dfile,
+                    dtype: f.dst.dtype,
+                    reg: d,
+                    rows: h,
+                    cols: wb,
+                });
+            }
+        }
+        let Val::Reg(col) = self.reduce_reg(f, kind, x, h, w, (gr, gc)).map_err(err)? else {
+            return Err(err("a row reduction left no register"));
+        };
+        ops::broadcast_lanes(&mut self.e, &col, (gr, gc), h, wb).map_err(err)
+    }
+
     /// Register `x` (`h` x `w`) reduced across its lanes by form `f`.
     fn reduce_reg(
         &mut self,

@@ -1,0 +1,1018 @@
+//! Row-wise fusion: a layer normalisation, a softmax, a GELU, any graph of
+//! element-wise operations and reductions over the last dimension of one
+//! shape, lowered as one region that reads each row from memory once, keeps
+//! everything in between in registers, and writes one result.
+//!
+//! **Recognition** ([`row_groups`], on the graph after `canon`). A group
+//! starts at a reduction over the last dimension (dimensions kept), or at an
+//! element-wise node whose computed operand `x` is read by several
+//! element-wise nodes (a fan-out, as GELU's `x`). It takes, in graph order,
+//! every later element-wise node or last-dimension reduction that reads a
+//! value of the group (or `x`) and whose other operands are ready before the
+//! group starts: computed values of the full shape or of the row shape
+//! (`[.., 1]`), and constants that are uniform, one row (`[C]`, a scale or a
+//! shift) or of the full shape. The last node's result is the group's
+//! output; nodes it does not need are dropped. Every other value of the
+//! group must be read only inside it, and the output must have the full
+//! shape.
+//!
+//! **Lowering** ([`Lowerer::row_group`]). Rows come on chip in bands (the
+//! next band's transfer is issued before the current band is computed).
+//! Each block of rows one register holds is loaded once, chunk by chunk of
+//! the register's width; element-wise nodes run chunk by chunk; a reduction
+//! combines the whole chunks element-wise in a tree, reduces across the lanes
+//! once (the partial chunk apart), and its result stays broadcast along a
+//! register, so the nodes after it read it where it is. Uniform constants
+//! are splatted once per region, constant rows loaded into every row of a
+//! register. A division by a row result or a uniform constant is a
+//! multiplication by its reciprocal (computed once per block of rows), a
+//! reciprocal of a square root one `rsqrt`, a product feeding a sum one
+//! multiply-add, where the machine has them. A group without reductions is
+//! computed one chunk at a time. The group is lowered only where its
+//! registers fit the file (its live values, chunk by chunk, counted in graph
+//! order); otherwise, or where an operation is missing, its nodes are
+//! lowered one region at a time as before.
+
+use super::emit::{MemTile, Pad, RegTile, Val};
+use super::machine::{Loc, Place};
+use super::ops::{self, Ew};
+use super::{LowerError, Lowerer, err, view};
+use crate::ir::{Graph, Op, ReduceKind, Unary, ValueId};
+use isa_specs::model::{Func, RegFileId};
+use std::collections::{HashMap, HashSet};
+
+/// One recognised group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowGroup {
+    /// Its nodes, in graph order (the first starts it).
+    pub nodes: Vec<usize>,
+    /// The one value it makes that is read outside it.
+    pub output: ValueId,
+}
+
+impl RowGroup {
+    /// Values made and read only inside the group (never in memory when it is fused).
+    pub fn inner<'g>(&'g self, g: &'g Graph) -> impl Iterator<Item = ValueId> + 'g {
+        self.nodes
+            .iter()
+            .map(|&k| g.nodes[k].outputs[0])
+            .filter(|v| *v != self.output)
+    }
+}
+
+/// The last dimension a reduction node reduces, with its dimensions kept.
+fn row_reduce(g: &Graph, n: &crate::ir::Node) -> Option<ReduceKind> {
+    let Op::Reduce {
+        kind,
+        axes,
+        keepdims: true,
+    } = &n.op
+    else {
+        return None;
+    };
+    let rank = g.ty(*n.inputs.first()?).shape.len();
+    (rank >= 1 && axes.as_slice() == [rank - 1]).then_some(*kind)
+}
+
+fn elementwise(op: &Op) -> bool {
+    Lowerer::ew_of(op).is_some()
+}
+
+/// A constant a group can read: one value everywhere, one row, or the full shape.
+fn constant_fits(g: &Graph, v: ValueId, full: &[usize]) -> bool {
+    let Some(t) = g.constants.get(&v) else {
+        return false;
+    };
+    if uniform(g, v).is_some() {
+        return true;
+    }
+    let s = &t.ty.shape;
+    s.as_slice() == full
+        || (s.last() == full.last()
+            && s.len() <= full.len()
+            && s[..s.len() - 1].iter().all(|&d| d == 1))
+}
+
+/// The value of a constant with one value in every element.
+fn uniform(g: &Graph, v: ValueId) -> Option<f64> {
+    let t = g.constants.get(&v)?;
+    let k = *t.data.first()?;
+    t.data
+        .iter()
+        .all(|x| x.to_bits() == k.to_bits())
+        .then_some(k)
+}
+
+/// Every row group of `g` (see the module documentation).
+pub fn row_groups(g: &Graph) -> Vec<RowGroup> {
+    let mut consumers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    let mut producer: HashMap<ValueId, usize> = HashMap::new();
+    for (ni, n) in g.nodes.iter().enumerate() {
+        for &i in &n.inputs {
+            consumers.entry(i).or_default().push(ni);
+        }
+        for &o in &n.outputs {
+            producer.insert(o, ni);
+        }
+    }
+    let float = |v: ValueId| g.ty(v).elem.is_float();
+    let computed = |v: &ValueId| !g.constants.contains_key(v);
+    let mut taken = vec![false; g.nodes.len()];
+    let mut found = Vec::new();
+    for si in 0..g.nodes.len() {
+        let s = &g.nodes[si];
+        if taken[si] || s.outputs.len() != 1 {
+            continue;
+        }
+        // The seed's source: what a reduction reads, or an operand read by
+        // several element-wise nodes.
+        let x = if row_reduce(g, s).is_some() {
+            s.inputs[0]
+        } else if elementwise(&s.op) {
+            let out_shape = &g.ty(s.outputs[0]).shape;
+            let fans = |v: &ValueId| {
+                consumers.get(v).is_some_and(|cs| {
+                    cs.iter()
+                        .filter(|&&c| elementwise(&g.nodes[c].op) && c >= si)
+                        .count()
+                        >= 2
+                })
+            };
+            match s
+                .inputs
+                .iter()
+                .find(|v| computed(v) && g.ty(**v).shape == *out_shape && fans(v))
+            {
+                Some(v) => *v,
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        if !computed(&x) || !float(x) {
+            continue;
+        }
+        let full = g.ty(x).shape.clone();
+        let Some(&c) = full.last() else { continue };
+        if c == 0 {
+            continue;
+        }
+        let mut row = full.clone();
+        if let Some(l) = row.last_mut() {
+            *l = 1;
+        }
+        let ready = |v: &ValueId| g.inputs.contains(v) || producer.get(v).is_some_and(|&p| p < si);
+        let mut group: Vec<usize> = Vec::new();
+        let mut made: HashSet<ValueId> = HashSet::new();
+        for (nj, m) in g.nodes.iter().enumerate().skip(si) {
+            if taken[nj] || m.outputs.len() != 1 || !float(m.outputs[0]) {
+                continue;
+            }
+            let shape = &g.ty(m.outputs[0]).shape;
+            let kind_fits = if elementwise(&m.op) {
+                *shape == full || *shape == row
+            } else if row_reduce(g, m).is_some() {
+                g.ty(m.inputs[0]).shape == full
+            } else {
+                false
+            };
+            let inside = |v: &ValueId| made.contains(v) || *v == x;
+            if !kind_fits || !m.inputs.iter().any(inside) {
+                continue;
+            }
+            let operands_fit = m.inputs.iter().all(|v| {
+                inside(v)
+                    || constant_fits(g, *v, &full)
+                    || (computed(v)
+                        && ready(v)
+                        && float(*v)
+                        && (g.ty(*v).shape == full || g.ty(*v).shape == row))
+            });
+            if operands_fit {
+                group.push(nj);
+                made.insert(m.outputs[0]);
+            }
+        }
+        // The output: the last node's result, and only what it needs.
+        let Some(&last) = group.last() else { continue };
+        let output = g.nodes[last].outputs[0];
+        let mut need: HashSet<ValueId> = HashSet::from([output]);
+        let mut keep: Vec<usize> = Vec::new();
+        for &k in group.iter().rev() {
+            if need.contains(&g.nodes[k].outputs[0]) {
+                keep.push(k);
+                need.extend(g.nodes[k].inputs.iter().copied());
+            }
+        }
+        keep.reverse();
+        let members: HashSet<usize> = keep.iter().copied().collect();
+        let closed = keep.iter().all(|&k| {
+            let o = g.nodes[k].outputs[0];
+            o == output
+                || (!g.outputs.contains(&o)
+                    && consumers
+                        .get(&o)
+                        .is_some_and(|cs| cs.iter().all(|c| members.contains(c))))
+        });
+        let reduces = keep.iter().any(|&k| row_reduce(g, &g.nodes[k]).is_some());
+        let fan_out = keep
+            .iter()
+            .filter(|&&k| g.nodes[k].inputs.contains(&x))
+            .count()
+            >= 2;
+        if keep.len() < 2
+            || keep[0] != si
+            || !closed
+            || g.ty(output).shape != full
+            || !(reduces || fan_out)
+        {
+            continue;
+        }
+        for &k in &keep {
+            taken[k] = true;
+        }
+        found.push(RowGroup {
+            nodes: keep,
+            output,
+        });
+    }
+    found
+}
+
+/// An operand of a step of the plan.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Arg {
+    /// A slot of the plan: a source or a step's result.
+    Slot(usize),
+    /// One value everywhere.
+    Uniform(f64),
+    /// A constant row (`[C]`), the same for every row.
+    ConstRow(ValueId),
+    /// A constant of the full shape.
+    Const(ValueId),
+    /// A computed row result from outside (`[.., 1]`).
+    OuterRow(ValueId),
+}
+
+/// What a step computes.
+#[derive(Clone, Debug, PartialEq)]
+enum Calc {
+    /// An element-wise operation.
+    Ew(Ew, Vec<Arg>),
+    /// A reduction over the row.
+    Reduce(ReduceKind, usize),
+}
+
+/// One step of the plan: its result goes to `slot`; `row` when it is a row result.
+#[derive(Clone, Debug, PartialEq)]
+struct PlanStep {
+    slot: usize,
+    row: bool,
+    calc: Calc,
+}
+
+/// The steps of a group for one register file, in order.
+struct Plan {
+    /// The computed full-shape values read from outside, and their slots.
+    sources: Vec<(ValueId, usize)>,
+    steps: Vec<PlanStep>,
+    /// The slot of the output.
+    output: usize,
+    /// Slots in all.
+    slots: usize,
+}
+
+/// A value of the current block of rows in registers.
+#[derive(Clone, Debug)]
+enum Held {
+    /// Chunks of the full row (those being computed).
+    Full(Vec<RegTile>),
+    /// A row result, broadcast along a register.
+    Row(RegTile),
+}
+
+impl Lowerer<'_> {
+    /// The plan of group `grp` computed in `file`, or None where an
+    /// operation it needs has no form there.
+    fn row_plan(&self, grp: &RowGroup, file: RegFileId) -> Option<Plan> {
+        let g = self.g;
+        let here = Place::Reg(file);
+        let has = |ew: Ew| {
+            ops::ew_forms(&self.e, ew)
+                .iter()
+                .any(|f| f.locs.iter().all(|l| l.place == here))
+        };
+        let full = g.ty(grp.output).shape.clone();
+        let members: HashSet<usize> = grp.nodes.iter().copied().collect();
+        // Reads of `v` inside the group (a node reading it twice counts twice).
+        let uses = |v: ValueId| {
+            g.nodes
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| members.contains(k))
+                .map(|(_, n)| n.inputs.iter().filter(|i| **i == v).count())
+                .sum::<usize>()
+        };
+        let mut slot_of: HashMap<ValueId, usize> = HashMap::new();
+        let mut sources = Vec::new();
+        let mut slots = 0;
+        let mut steps: Vec<PlanStep> = Vec::new();
+        // Nodes folded into their one reader: a square root into a
+        // reciprocal (rsqrt), a product into a sum (multiply-add).
+        let mut folded: HashMap<ValueId, usize> = HashMap::new();
+        for &k in &grp.nodes {
+            let n = &g.nodes[k];
+            let o = n.outputs[0];
+            let reader = || {
+                grp.nodes
+                    .iter()
+                    .find(|&&j| g.nodes[j].inputs.contains(&o))
+                    .map(|&j| &g.nodes[j].op)
+            };
+            let single = o != grp.output && uses(o) == 1;
+            if single
+                && matches!(n.op, Op::Unary(Unary::Sqrt))
+                && matches!(reader(), Some(Op::Unary(Unary::Reciprocal)))
+                && has(Ew::Call(Func::Rsqrt))
+            {
+                folded.insert(o, k);
+                continue;
+            }
+            if single
+                && matches!(n.op, Op::Mul)
+                && matches!(reader(), Some(Op::Add))
+                && has(Ew::MulAdd)
+                && has(Ew::Mul)
+                && has(Ew::Add)
+            {
+                folded.insert(o, k);
+                continue;
+            }
+        }
+        let slot_arg = |v: ValueId,
+                        slot_of: &mut HashMap<ValueId, usize>,
+                        sources: &mut Vec<(ValueId, usize)>,
+                        slots: &mut usize|
+         -> Arg {
+            if let Some(&s) = slot_of.get(&v) {
+                return Arg::Slot(s);
+            }
+            if let Some(k) = uniform(g, v) {
+                return Arg::Uniform(k);
+            }
+            if g.constants.contains_key(&v) {
+                return if g.ty(v).shape == full {
+                    Arg::Const(v)
+                } else {
+                    Arg::ConstRow(v)
+                };
+            }
+            if g.ty(v).shape != full {
+                return Arg::OuterRow(v);
+            }
+            let s = *slots;
+            *slots += 1;
+            slot_of.insert(v, s);
+            sources.push((v, s));
+            Arg::Slot(s)
+        };
+        let is_row = |a: &Arg, steps: &[PlanStep]| match a {
+            Arg::Slot(s) => steps.iter().any(|p| p.slot == *s && p.row),
+            Arg::Uniform(_) | Arg::OuterRow(_) => true,
+            Arg::ConstRow(_) | Arg::Const(_) => false,
+        };
+        for &k in &grp.nodes {
+            let n = &g.nodes[k];
+            let o = n.outputs[0];
+            if folded.contains_key(&o) {
+                continue;
+            }
+            let row = g.ty(o).shape != full;
+            let mut arg = |v: ValueId| slot_arg(v, &mut slot_of, &mut sources, &mut slots);
+            let calc = if let Some(kind) = row_reduce(g, n) {
+                match arg(n.inputs[0]) {
+                    Arg::Slot(s) => Calc::Reduce(kind, s),
+                    _ => return None,
+                }
+            } else {
+                let ew = Self::ew_of(&n.op)?;
+                // Operands, with a folded producer expanded.
+                let mut args = Vec::new();
+                let mut fma: Option<(Arg, Arg)> = None;
+                let mut rsqrt: Option<Arg> = None;
+                for &v in &n.inputs {
+                    match folded.get(&v).map(|&p| &g.nodes[p]) {
+                        Some(p) if matches!(p.op, Op::Mul) => {
+                            fma = Some((arg(p.inputs[0]), arg(p.inputs[1])));
+                        }
+                        Some(p) => rsqrt = Some(arg(p.inputs[0])),
+                        None => args.push(arg(v)),
+                    }
+                }
+                match (ew, fma, rsqrt) {
+                    (Ew::Add, Some((a, b)), None) if args.len() == 1 => {
+                        Calc::Ew(Ew::MulAdd, vec![a, b, args[0]])
+                    }
+                    (Ew::Recip, None, Some(a)) => Calc::Ew(Ew::Call(Func::Rsqrt), vec![a]),
+                    (_, None, None) => Calc::Ew(ew, args),
+                    _ => return None,
+                }
+            };
+            // Rewrites where an instruction is missing, or a cheaper one serves.
+            let calc = match calc {
+                Calc::Ew(Ew::Div, args) => {
+                    let (a, b) = (args[0], args[1]);
+                    match b {
+                        Arg::Uniform(k) => Calc::Ew(Ew::Mul, vec![a, Arg::Uniform(1.0 / k)]),
+                        b if is_row(&b, &steps) || !has(Ew::Div) => {
+                            // 1 / b once (per block of rows, for a row result), then products.
+                            if !has(Ew::Recip) {
+                                return None;
+                            }
+                            let t = slots;
+                            slots += 1;
+                            steps.push(PlanStep {
+                                slot: t,
+                                row: is_row(&b, &steps),
+                                calc: Calc::Ew(Ew::Recip, vec![b]),
+                            });
+                            Calc::Ew(Ew::Mul, vec![a, Arg::Slot(t)])
+                        }
+                        b => Calc::Ew(Ew::Div, vec![a, b]),
+                    }
+                }
+                Calc::Ew(Ew::Relu, args) if !has(Ew::Relu) => {
+                    Calc::Ew(Ew::Max, vec![args[0], Arg::Uniform(0.0)])
+                }
+                Calc::Ew(Ew::Neg, args) if !has(Ew::Neg) => {
+                    Calc::Ew(Ew::Sub, vec![Arg::Uniform(0.0), args[0]])
+                }
+                c => c,
+            };
+            if let Calc::Ew(ew, _) = &calc
+                && !has(*ew)
+            {
+                return None;
+            }
+            let s = slots;
+            slots += 1;
+            slot_of.insert(o, s);
+            steps.push(PlanStep { slot: s, row, calc });
+        }
+        Some(Plan {
+            sources,
+            output: *slot_of.get(&grp.output)?,
+            steps,
+            slots,
+        })
+    }
+
+    /// The most registers of `file` the plan holds at once over one block
+    /// of rows (`chunks` registers per full-row value), a little over.
+    fn row_pressure(plan: &Plan, chunks: usize) -> usize {
+        let n = plan.steps.len();
+        // Last step reading each slot (sources are read from step 0 on).
+        let mut last = vec![0usize; plan.slots];
+        let mut made = vec![0usize; plan.slots];
+        let mut row = vec![false; plan.slots];
+        for (i, st) in plan.steps.iter().enumerate() {
+            made[st.slot] = i;
+            row[st.slot] = st.row;
+            let reads: Vec<usize> = match &st.calc {
+                Calc::Ew(_, args) => args
+                    .iter()
+                    .filter_map(|a| match a {
+                        Arg::Slot(s) => Some(*s),
+                        _ => None,
+                    })
+                    .collect(),
+                Calc::Reduce(_, s) => vec![*s],
+            };
+            for s in reads {
+                last[s] = i;
+            }
+        }
+        last[plan.output] = n;
+        let uniforms: HashSet<u64> = plan
+            .steps
+            .iter()
+            .flat_map(|st| match &st.calc {
+                Calc::Ew(_, args) => args.clone(),
+                Calc::Reduce(..) => Vec::new(),
+            })
+            .filter_map(|a| match a {
+                Arg::Uniform(k) => Some(k.to_bits()),
+                _ => None,
+            })
+            .collect();
+        let mut peak = 0;
+        for i in 0..n {
+            let live: usize = (0..plan.slots)
+                .filter(|&s| made[s] <= i && last[s] >= i)
+                .map(|s| if row[s] { 1 } else { chunks })
+                .sum();
+            // A reduction's tree holds half its chunks more.
+            let extra = match plan.steps[i].calc {
+                Calc::Reduce(..) => chunks / 2 + 2,
+                Calc::Ew(..) => 2,
+            };
+            peak = peak.max(live + extra);
+        }
+        peak + uniforms.len() + 1
+    }
+
+    /// Lowers row group `grp` as one region; false (nothing emitted) where
+    /// the machine cannot (then its nodes are lowered one by one).
+    pub(super) fn row_group(&mut self, grp: &RowGroup) -> Result<bool, LowerError> {
+        let g = self.g;
+        let Some(out_home) = self.homes.get(&grp.output).cloned() else {
+            return Ok(false);
+        };
+        let (rows, cols) = view(&g.ty(grp.output).shape);
+        if rows == 0 || cols == 0 {
+            return Ok(false);
+        }
+        let reduces = grp
+            .nodes
+            .iter()
+            .any(|&k| row_reduce(g, &g.nodes[k]).is_some());
+        for file in ops::lane_broadcast_files(&self.e) {
+            let Some(plan) = self.row_plan(grp, file) else {
+                continue;
+            };
+            let (gr, gc) = self.e.granule(file);
+            let chunks = if reduces {
+                ((cols + gc - 1) / gc) as usize
+            } else {
+                1
+            };
+            let count = self.e.m.regfiles[file.index()].count.value.max(0) as usize;
+            if Self::row_pressure(&plan, chunks) > count {
+                continue;
+            }
+            let cp = self.e.checkpoint();
+            let bufs = self.e.bufs.len();
+            let data = self.data.len();
+            match self
+                .row_region(grp, &plan, file, (gr, gc), reduces, &out_home)
+                .and_then(|()| self.fits_on_chip(bufs))
+            {
+                Ok(()) => return Ok(true),
+                Err(_) => {
+                    self.e.rollback(cp);
+                    self.data.truncate(data);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// The band and block loops of [`Self::row_group`].
+    fn row_region(
+        &mut self,
+        grp: &RowGroup,
+        plan: &Plan,
+        file: RegFileId,
+        (gr, gc): (i64, i64),
+        reduces: bool,
+        out_home: &super::Home,
+    ) -> Result<(), LowerError> {
+        let g = self.g;
+        self.kept_a = None;
+        self.kept_b.clear();
+        self.staged_rows.clear();
+        let (rows, cols) = (out_home.rows, out_home.cols);
+        let reg = Loc {
+            place: Place::Reg(file),
+            dtype: self.e.m.regfiles[file.index()].dtype,
+        };
+        let land = self.landing_of(self.act)?;
+        let Place::Mem(lm) = land.place else {
+            return Err(err("tiles from home land in no memory"));
+        };
+        // Where results go from the registers: the first memory on the way back.
+        let back = self
+            .info
+            .copies
+            .iter()
+            .find(|c| c.from == reg && matches!(c.to.place, Place::Mem(_)) && c.sem.is_none())
+            .map(|c| c.to)
+            .ok_or_else(|| err("nothing stores the registers back to memory"))?;
+        let Place::Mem(back_mem) = back.place else {
+            unreachable!()
+        };
+        let homes: Vec<super::Home> = plan
+            .sources
+            .iter()
+            .map(|(v, _)| {
+                self.homes
+                    .get(v)
+                    .cloned()
+                    .ok_or_else(|| err("operand without a home"))
+            })
+            .collect::<Result<_, _>>()?;
+        let home_mem = self.info.home;
+        let at_home = |h: &super::Home| h.mem == home_mem;
+        // Bands: two in flight within an eighth of the smallest on-chip memory.
+        let staged =
+            homes.iter().filter(|h| at_home(h)).count() as i64 + i64::from(at_home(out_home));
+        let row_bytes = super::machine::rup(cols, gc) * 4 * staged.max(1);
+        let band = ((self.tile_budget() / 16 / row_bytes.max(1)) / gr * gr).clamp(gr, 256.max(gr));
+        let uniforms: &mut HashMap<u64, RegTile> = &mut HashMap::new();
+        let stage = |l: &mut Self, r: i64| -> Result<Vec<MemTile>, LowerError> {
+            let h = band.min(rows - r);
+            let mut tiles = Vec::new();
+            for home in &homes {
+                if !at_home(home) {
+                    tiles.push(home.tile(r, 0, h, cols));
+                    continue;
+                }
+                let buf = l.e.buffer_padded(lm, land.dtype, h, cols, Pad::Registers);
+                match l
+                    .e
+                    .to_loc(
+                        Val::Mem(home.tile(r, 0, h, cols)),
+                        land,
+                        Some(&buf),
+                        Pad::Dense,
+                    )
+                    .map_err(err)?
+                {
+                    Val::Mem(t) => tiles.push(t),
+                    _ => return Err(err("a band landed in a register")),
+                }
+            }
+            Ok(tiles)
+        };
+        let mut next = Some(stage(self, 0)?);
+        let mut r0 = 0;
+        while let Some(tiles) = next.take() {
+            let hb = band.min(rows - r0);
+            if r0 + band < rows {
+                next = Some(stage(self, r0 + band)?);
+            }
+            for t in &tiles {
+                self.e.ready(t).map_err(err)?;
+            }
+            let (dst, to_home) = if at_home(out_home) {
+                let buf = self
+                    .e
+                    .buffer_padded(back_mem, back.dtype, hb, cols, Pad::Registers);
+                (buf, true)
+            } else {
+                (out_home.tile(r0, 0, hb, cols), false)
+            };
+            let dst_loc = if to_home {
+                back
+            } else {
+                Loc {
+                    place: Place::Mem(out_home.mem),
+                    dtype: out_home.dtype,
+                }
+            };
+            let mut r = 0;
+            while r < hb {
+                let h = gr.min(hb - r);
+                let pieces: Vec<(i64, i64)> = if reduces {
+                    vec![(0, cols)]
+                } else {
+                    (0..cols)
+                        .step_by(gc as usize)
+                        .map(|c| (c, gc.min(cols - c)))
+                        .collect()
+                };
+                for (c0, w0) in pieces {
+                    let block = RowBlock {
+                        tiles: &tiles,
+                        r,
+                        row0: r0 + r,
+                        h,
+                        c0,
+                        w0,
+                        gr,
+                        gc,
+                        reg,
+                    };
+                    let out = self.row_block(plan, &block, uniforms).map_err(|e| {
+                        err(format!("{}: {}", g.nodes[grp.nodes[0]].name, e.message))
+                    })?;
+                    for (k, x) in out.iter().enumerate() {
+                        let c = c0 + k as i64 * gc;
+                        let w = gc.min(c0 + w0 - c);
+                        self.e
+                            .to_loc(
+                                Val::Reg(x.clone()),
+                                dst_loc,
+                                Some(&dst.view(r, c, h, w)),
+                                Pad::Dense,
+                            )
+                            .map_err(err)?;
+                    }
+                }
+                r += h;
+            }
+            if to_home {
+                let to = Loc {
+                    place: Place::Mem(out_home.mem),
+                    dtype: out_home.dtype,
+                };
+                self.e
+                    .to_loc(
+                        Val::Mem(dst),
+                        to,
+                        Some(&out_home.tile(r0, 0, hb, cols)),
+                        Pad::Dense,
+                    )
+                    .map_err(err)?;
+            }
+            r0 += band;
+        }
+        Ok(())
+    }
+
+    /// The plan on one block of rows (columns `c0..c0 + w0`): the output's chunks.
+    fn row_block(
+        &mut self,
+        plan: &Plan,
+        b: &RowBlock<'_>,
+        uniforms: &mut HashMap<u64, RegTile>,
+    ) -> Result<Vec<RegTile>, LowerError> {
+        let (h, gc) = (b.h, b.gc);
+        let widths: Vec<i64> = (0..b.w0)
+            .step_by(gc as usize)
+            .map(|c| gc.min(b.w0 - c))
+            .collect();
+        let wb = gc.min(b.w0);
+        let file = match b.reg.place {
+            Place::Reg(f) => f,
+            Place::Mem(_) => return Err(err("not a register file")),
+        };
+        let mut held: Vec<Option<Held>> = vec![None; plan.slots];
+        // Sources: every chunk loaded once.
+        for (&(_, s), t) in plan.sources.iter().zip(b.tiles) {
+            let mut regs = Vec::with_capacity(widths.len());
+            for (k, &w) in widths.iter().enumerate() {
+                let c = b.c0 + k as i64 * gc;
+                match self
+                    .e
+                    .to_loc(Val::Mem(t.view(b.r, c, h, w)), b.reg, None, Pad::Dense)
+                    .map_err(err)?
+                {
+                    Val::Reg(x) => regs.push(x),
+                    _ => return Err(err("a chunk did not land in a register")),
+                }
+            }
+            held[s] = Some(Held::Full(regs));
+        }
+        let shaped = |x: &RegTile, w: i64| RegTile {
+            rows: h,
+            cols: w,
+            ..x.clone()
+        };
+        for st in &plan.steps {
+            let value = match &st.calc {
+                Calc::Reduce(kind, s) => {
+                    let Some(Held::Full(xs)) = held[*s].clone() else {
+                        return Err(err("a reduction of a row result"));
+                    };
+                    Held::Row(self.row_reduce_regs(*kind, &xs, &widths, b, uniforms)?)
+                }
+                Calc::Ew(ew, args) => {
+                    // Each operand, per chunk (a row result or a uniform the same for all).
+                    let mut per: Vec<Vec<RegTile>> = Vec::with_capacity(args.len());
+                    for a in args {
+                        per.push(match a {
+                            Arg::Slot(s) => match held[*s].as_ref() {
+                                Some(Held::Full(xs)) => xs.clone(),
+                                Some(Held::Row(x)) => vec![x.clone()],
+                                None => return Err(err("a value read before it is computed")),
+                            },
+                            Arg::Uniform(k) => vec![self.uniform_reg(file, *k, uniforms)?],
+                            Arg::OuterRow(v) => {
+                                let home = self
+                                    .homes
+                                    .get(v)
+                                    .cloned()
+                                    .ok_or_else(|| err("operand without a home"))?;
+                                let Val::Reg(x) = self
+                                    .e
+                                    .to_loc(
+                                        Val::Mem(home.tile(b.row0, 0, h, 1)),
+                                        b.reg,
+                                        None,
+                                        Pad::Dense,
+                                    )
+                                    .map_err(err)?
+                                else {
+                                    return Err(err("a row result did not land in a register"));
+                                };
+                                vec![
+                                    ops::broadcast_lanes(&mut self.e, &x, (b.gr, gc), h, wb)
+                                        .map_err(err)?,
+                                ]
+                            }
+                            Arg::ConstRow(v) => self.const_row_regs(*v, b, &widths)?,
+                            Arg::Const(v) => {
+                                let mut regs = Vec::new();
+                                for (k, &w) in widths.iter().enumerate() {
+                                    let c = b.c0 + k as i64 * gc;
+                                    let t = self.operand_tile(*v, *v, b.row0, c, h, w)?;
+                                    let Val::Reg(x) =
+                                        self.e.to_loc(t, b.reg, None, Pad::Dense).map_err(err)?
+                                    else {
+                                        return Err(err("a constant did not land in a register"));
+                                    };
+                                    regs.push(x);
+                                }
+                                regs
+                            }
+                        });
+                    }
+                    let n = if st.row { 1 } else { widths.len() };
+                    let mut outs = Vec::with_capacity(n);
+                    for k in 0..n {
+                        let w = if st.row { wb } else { widths[k] };
+                        let pick =
+                            |xs: &Vec<RegTile>| shaped(&xs[if xs.len() == 1 { 0 } else { k }], w);
+                        let ops_k: Vec<RegTile> = per.iter().map(pick).collect();
+                        let x = match ops_k.as_slice() {
+                            [a] => ops::reg_unary(&mut self.e, *ew, a),
+                            [a, b2] => ops::reg_binary(&mut self.e, *ew, a, b2),
+                            [a, b2, c] => ops::reg_fma(&mut self.e, a, b2, c),
+                            _ => Err("an operation of no operands".to_owned()),
+                        }
+                        .map_err(err)?;
+                        outs.push(x);
+                    }
+                    if st.row {
+                        Held::Row(outs.remove(0))
+                    } else {
+                        Held::Full(outs)
+                    }
+                }
+            };
+            held[st.slot] = Some(value);
+        }
+        match held[plan.output].take() {
+            Some(Held::Full(xs)) => Ok(xs),
+            _ => Err(err("the output is not a full row")),
+        }
+    }
+
+    /// `k` in every element of a register of `file`, written once per region.
+    fn uniform_reg(
+        &mut self,
+        file: RegFileId,
+        k: f64,
+        uniforms: &mut HashMap<u64, RegTile>,
+    ) -> Result<RegTile, LowerError> {
+        if let Some(x) = uniforms.get(&k.to_bits()) {
+            return Ok(x.clone());
+        }
+        let Val::Splat(x) = ops::splat(&mut self.e, file, k).map_err(err)? else {
+            return Err(err("a splat wrote no register"));
+        };
+        uniforms.insert(k.to_bits(), x.clone());
+        Ok(x)
+    }
+
+    /// Constant row `v`, chunk by chunk, in every row of a register.
+    fn const_row_regs(
+        &mut self,
+        v: ValueId,
+        b: &RowBlock<'_>,
+        widths: &[i64],
+    ) -> Result<Vec<RegTile>, LowerError> {
+        let g = self.g;
+        let key = (v, "own".to_owned());
+        let t = match self.packed.get(&key) {
+            Some(t) => t.clone(),
+            None => {
+                let data = g
+                    .constants
+                    .get(&v)
+                    .ok_or_else(|| err("not a constant"))?
+                    .data
+                    .clone();
+                let (r, c) = view(&g.ty(v).shape);
+                let t = self.padded(data, r, c, self.act).tile(0, 0, r, c);
+                self.packed.insert(key, t.clone());
+                t
+            }
+        };
+        let Place::Reg(file) = b.reg.place else {
+            return Err(err("not a register file"));
+        };
+        let mut regs = Vec::with_capacity(widths.len());
+        for (k, &w) in widths.iter().enumerate() {
+            let c = b.c0 + k as i64 * b.gc;
+            let Val::Mem(s) = self.staged_row(v, &t, 0, c, w)? else {
+                return Err(err("a constant row landed in a register"));
+            };
+            let x = if b.h > 1 {
+                ops::load_row_broadcast(&mut self.e, &s, file, (b.gr, b.gc), b.h, w).map_err(err)?
+            } else {
+                match self
+                    .e
+                    .to_loc(Val::Mem(s), b.reg, None, Pad::Dense)
+                    .map_err(err)?
+                {
+                    Val::Reg(x) => x,
+                    _ => return Err(err("a constant row did not land in a register")),
+                }
+            };
+            regs.push(x);
+        }
+        Ok(regs)
+    }
+
+    /// The chunks `xs` of a block of rows reduced along the row: whole
+    /// chunks combined element-wise in a tree, then across the lanes once;
+    /// a partial chunk reduced apart and combined. Broadcast along a register.
+    fn row_reduce_regs(
+        &mut self,
+        kind: ReduceKind,
+        xs: &[RegTile],
+        widths: &[i64],
+        b: &RowBlock<'_>,
+        uniforms: &mut HashMap<u64, RegTile>,
+    ) -> Result<RegTile, LowerError> {
+        let Place::Reg(file) = b.reg.place else {
+            return Err(err("not a register file"));
+        };
+        let (h, gc) = (b.h, b.gc);
+        let wb = gc.min(b.w0);
+        let combine = match kind {
+            ReduceKind::Sum | ReduceKind::Mean => Ew::Add,
+            ReduceKind::Max => Ew::Max,
+            ReduceKind::Min => Ew::Min,
+        };
+        let forms: Vec<super::reduce::Form> = super::reduce::forms(&self.e, kind)
+            .into_iter()
+            .filter(|f| f.src.place == Place::Reg(file) && f.dst.place == Place::Reg(file))
+            .collect();
+        let f = forms
+            .first()
+            .ok_or_else(|| err("no reduction in the register file"))?
+            .clone();
+        let mut whole: Vec<RegTile> = Vec::new();
+        let mut parts: Vec<(RegTile, i64)> = Vec::new();
+        for (x, &w) in xs.iter().zip(widths) {
+            if w == gc {
+                whole.push(x.clone());
+            } else {
+                parts.push((x.clone(), w));
+            }
+        }
+        while whole.len() > 1 {
+            let mut next = Vec::with_capacity(whole.len().div_ceil(2));
+            let mut it = std::mem::take(&mut whole).into_iter();
+            while let Some(a) = it.next() {
+                next.push(match it.next() {
+                    Some(c) => ops::reg_binary(&mut self.e, combine, &a, &c).map_err(err)?,
+                    None => a,
+                });
+            }
+            whole = next;
+        }
+        let mut acc: Option<RegTile> = None;
+        for (x, w) in whole.into_iter().map(|x| (x, gc)).chain(parts) {
+            let r = self.reduce_reg_broadcast(&f, kind, &x, h, w, (b.gr, gc), wb)?;
+            acc = Some(match acc {
+                None => r,
+                Some(a) => ops::reg_binary(&mut self.e, combine, &a, &r).map_err(err)?,
+            });
+        }
+        let mut r = acc.ok_or_else(|| err("a reduction of no columns"))?;
+        if kind == ReduceKind::Mean {
+            let k = self.uniform_reg(file, 1.0 / b.w0 as f64, uniforms)?;
+            let k = RegTile {
+                rows: h,
+                cols: wb,
+                ..k
+            };
+            r = ops::reg_binary(&mut self.e, Ew::Mul, &r, &k).map_err(err)?;
+        }
+        Ok(r)
+    }
+}
+
+/// One block of rows of a band: where its sources are and which columns.
+struct RowBlock<'t> {
+    /// The sources' band tiles, by slot.
+    tiles: &'t [MemTile],
+    /// The block's first row within the band.
+    r: i64,
+    /// Its first row in the tensor.
+    row0: i64,
+    /// Rows.
+    h: i64,
+    /// Columns `c0..c0 + w0`.
+    c0: i64,
+    w0: i64,
+    /// The register granule.
+    gr: i64,
+    gc: i64,
+    /// The register file, as a place.
+    reg: Loc,
+}
