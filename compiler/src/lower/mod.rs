@@ -278,7 +278,7 @@ struct Lowerer<'a> {
     kept_b: HashMap<(usize, i64, i64), matmul::Staged>,
     /// Constant rows broadcast down the tiles of the current region, staged
     /// on chip once for all its tiles.
-    staged_rows: HashMap<(ValueId, i64, i64, i64), MemTile>,
+    staged_rows: HashMap<(ValueId, i64), MemTile>,
     /// Mappings of products given from outside.
     mappings: &'a Mappings,
     /// The tuning space of each product compiled, in program order.
@@ -1852,8 +1852,9 @@ impl Lowerer<'_> {
     }
 
     /// Columns `c..c + w` of row `row` of constant `v` (packed at home as
-    /// `t`), brought on chip once per region: every row of tiles of the
-    /// region reads the same row.
+    /// `t`), on chip: the whole row is brought on chip once per region (one
+    /// transfer and one wait), since every row of tiles of the region reads
+    /// the same row.
     fn staged_row(
         &mut self,
         v: ValueId,
@@ -1862,25 +1863,68 @@ impl Lowerer<'_> {
         c: i64,
         w: i64,
     ) -> Result<Val, LowerError> {
-        let key = (v, row, c, w);
+        let key = (v, row);
         if let Some(s) = self.staged_rows.get(&key) {
-            return Ok(Val::Mem(s.clone()));
+            return Ok(Val::Mem(s.view(0, c, 1, w)));
         }
         let land = self.landing_of(t.dtype)?;
         let Place::Mem(lm) = land.place else {
             return Ok(Val::Mem(t.view(row, c, 1, w)));
         };
-        let buf = self.e.buffer_padded(lm, land.dtype, 1, w, Pad::Aligned);
-        let moved = self
+        let buf = self
             .e
-            .to_loc(Val::Mem(t.view(row, c, 1, w)), land, Some(&buf), Pad::Dense)
-            .map_err(err)?;
-        let Val::Mem(s) = moved else {
-            return Err(err("a constant row landed in a register"));
-        };
-        self.e.ready(&s).map_err(err)?;
+            .buffer_padded(lm, land.dtype, 1, t.cols, Pad::Aligned);
+        let (s, pending) = self.stage_pieces(&t.view(row, 0, 1, t.cols), land, &buf)?;
+        for p in &pending {
+            self.e.ready(p).map_err(err)?;
+        }
         self.staged_rows.insert(key, s.clone());
-        Ok(Val::Mem(s))
+        Ok(Val::Mem(s.view(0, c, 1, w)))
+    }
+
+    /// Tile `src` (at home) copied into on-chip buffer `buf` at `land`: in
+    /// one transfer, or pieces of columns as wide as the transfer
+    /// instruction takes. The tile, and the pieces to wait for before it is read.
+    fn stage_pieces(
+        &mut self,
+        src: &MemTile,
+        land: Loc,
+        buf: &MemTile,
+    ) -> Result<(MemTile, Vec<MemTile>), LowerError> {
+        let mut last = None;
+        let mut width = src.cols;
+        while width >= 1 {
+            let cp = self.e.checkpoint();
+            let mut moved = Vec::new();
+            let mut c = 0;
+            let attempt = loop {
+                if c >= src.cols {
+                    break Ok(());
+                }
+                let w = width.min(src.cols - c);
+                let to = buf.view(0, c, src.rows, w);
+                match self.e.to_loc(
+                    Val::Mem(src.view(0, c, src.rows, w)),
+                    land,
+                    Some(&to),
+                    Pad::Dense,
+                ) {
+                    Ok(Val::Mem(t)) => moved.push(t),
+                    Ok(_) => break Err("a tile landed in a register".to_owned()),
+                    Err(e) => break Err(e),
+                }
+                c += w;
+            };
+            match attempt {
+                Ok(()) => return Ok((buf.view(0, 0, src.rows, src.cols), moved)),
+                Err(e) => {
+                    self.e.rollback(cp);
+                    last = Some(e);
+                    width = if width > 1024 { 1024 } else { width / 2 };
+                }
+            }
+        }
+        Err(err(last.unwrap_or_else(|| "nothing to stage".to_owned())))
     }
 
     /// A constant (or zeros) expanded to the shape of `out`, packed at home in the activation type.

@@ -645,6 +645,7 @@ impl Lowerer<'_> {
             Ok(tiles)
         };
         let mut next = Some(stage(self, 0)?);
+        self.stage_const_rows(plan)?;
         let mut r0 = 0;
         while let Some(tiles) = next.take() {
             let hb = band.min(rows - r0);
@@ -876,6 +877,73 @@ impl Lowerer<'_> {
         Ok(x)
     }
 
+    /// Constant row `v` packed at home (once per compile).
+    fn const_row_home(&mut self, v: ValueId) -> Result<MemTile, LowerError> {
+        let g = self.g;
+        let key = (v, "own".to_owned());
+        if let Some(t) = self.packed.get(&key) {
+            return Ok(t.clone());
+        }
+        let data = g
+            .constants
+            .get(&v)
+            .ok_or_else(|| err("not a constant"))?
+            .data
+            .clone();
+        let (r, c) = view(&g.ty(v).shape);
+        let t = self.padded(data, r, c, self.act).tile(0, 0, r, c);
+        self.packed.insert(key, t.clone());
+        Ok(t)
+    }
+
+    /// Constant row `v` on chip, whole: staged once per region.
+    fn const_row_staged(&mut self, v: ValueId) -> Result<MemTile, LowerError> {
+        let t = self.const_row_home(v)?;
+        match self.staged_row(v, &t, 0, 0, t.cols)? {
+            Val::Mem(s) => Ok(s),
+            _ => Err(err("a constant row landed in a register")),
+        }
+    }
+
+    /// Every constant row of the plan brought on chip, all transfers issued
+    /// before the first is waited for (they are in the staged rows after).
+    fn stage_const_rows(&mut self, plan: &Plan) -> Result<(), LowerError> {
+        let mut rows: Vec<ValueId> = Vec::new();
+        for st in &plan.steps {
+            if let Calc::Ew(_, args) = &st.calc {
+                for a in args {
+                    if let Arg::ConstRow(v) = a
+                        && !rows.contains(v)
+                    {
+                        rows.push(*v);
+                    }
+                }
+            }
+        }
+        let mut pending = Vec::new();
+        let mut waits = Vec::new();
+        for v in rows {
+            let t = self.const_row_home(v)?;
+            let land = self.landing_of(t.dtype)?;
+            let Place::Mem(lm) = land.place else {
+                return Ok(());
+            };
+            let buf = self
+                .e
+                .buffer_padded(lm, land.dtype, 1, t.cols, Pad::Aligned);
+            let (s, pieces) = self.stage_pieces(&t.view(0, 0, 1, t.cols), land, &buf)?;
+            waits.extend(pieces);
+            pending.push((v, s));
+        }
+        for p in &waits {
+            self.e.ready(p).map_err(err)?;
+        }
+        for (v, s) in pending {
+            self.staged_rows.insert((v, 0), s);
+        }
+        Ok(())
+    }
+
     /// Constant row `v`, chunk by chunk, in every row of a register.
     fn const_row_regs(
         &mut self,
@@ -883,32 +951,14 @@ impl Lowerer<'_> {
         b: &RowBlock<'_>,
         widths: &[i64],
     ) -> Result<Vec<RegTile>, LowerError> {
-        let g = self.g;
-        let key = (v, "own".to_owned());
-        let t = match self.packed.get(&key) {
-            Some(t) => t.clone(),
-            None => {
-                let data = g
-                    .constants
-                    .get(&v)
-                    .ok_or_else(|| err("not a constant"))?
-                    .data
-                    .clone();
-                let (r, c) = view(&g.ty(v).shape);
-                let t = self.padded(data, r, c, self.act).tile(0, 0, r, c);
-                self.packed.insert(key, t.clone());
-                t
-            }
-        };
+        let row = self.const_row_staged(v)?;
         let Place::Reg(file) = b.reg.place else {
             return Err(err("not a register file"));
         };
         let mut regs = Vec::with_capacity(widths.len());
         for (k, &w) in widths.iter().enumerate() {
             let c = b.c0 + k as i64 * b.gc;
-            let Val::Mem(s) = self.staged_row(v, &t, 0, c, w)? else {
-                return Err(err("a constant row landed in a register"));
-            };
+            let s = row.view(0, c, 1, w);
             let x = if b.h > 1 {
                 ops::load_row_broadcast(&mut self.e, &s, file, (b.gr, b.gc), b.h, w).map_err(err)?
             } else {
