@@ -282,3 +282,207 @@ fn constant_rows_are_loaded_into_every_row_of_a_register_not_expanded_at_home() 
     let simd = data("simd-dsp");
     assert!(simd >= 2 * 64 * 256 * 4, "{simd} bytes of constants");
 }
+
+/// GPT-2's layer normalisation as exported: mean, centred, variance, `rsqrt`, scale, shift.
+fn gpt2_layer_norm(c: i64) -> (Vec<NodeProto>, Vec<TensorProto>) {
+    let mean = |name: &str, x: &str, y: &str| {
+        NodeProto::new("ReduceMean", name, &[x], &[y]).with(AttributeProto::ints("axes", &[-1]))
+    };
+    (
+        vec![
+            mean("mean", "x", "mu"),
+            NodeProto::new("Sub", "centered", &["x", "mu"], &["d"]),
+            NodeProto::new("Mul", "square", &["d", "d"], &["d2"]),
+            mean("variance", "d2", "var"),
+            NodeProto::new("Add", "variance_eps", &["var", "eps"], &["ve"]),
+            NodeProto::new("Sqrt", "stddev", &["ve"], &["sd"]),
+            NodeProto::new("Reciprocal", "inv_stddev", &["sd"], &["inv"]),
+            NodeProto::new("Mul", "normalized", &["d", "inv"], &["n"]),
+            NodeProto::new("Mul", "scaled", &["n", "gamma"], &["ns"]),
+            NodeProto::new("Add", "shifted", &["ns", "beta"], &["y"]),
+        ],
+        vec![
+            TensorProto::from_f32("eps", &[], &[1e-5]),
+            ramp("gamma", &[c], 0.5, 0.01),
+            ramp("beta", &[c], -0.25, 0.005),
+        ],
+    )
+}
+
+/// Softmax as its primitive nodes.
+fn primitive_softmax() -> Vec<NodeProto> {
+    vec![
+        NodeProto::new("ReduceMax", "max", &["x"], &["m"])
+            .with(AttributeProto::ints("axes", &[-1])),
+        NodeProto::new("Sub", "shifted", &["x", "m"], &["s"]),
+        NodeProto::new("Exp", "exp", &["s"], &["e"]),
+        NodeProto::new("ReduceSum", "sum", &["e", "axes"], &["z"]),
+        NodeProto::new("Div", "probs", &["e", "z"], &["y"]),
+    ]
+}
+
+/// GPT-2's GELU (tanh approximation) as exported: `x` read by four nodes.
+fn gpt2_gelu() -> (Vec<NodeProto>, Vec<TensorProto>) {
+    (
+        vec![
+            NodeProto::new("Mul", "square", &["x", "x"], &["x2"]),
+            NodeProto::new("Mul", "cube", &["x2", "x"], &["x3"]),
+            NodeProto::new("Mul", "cubic", &["x3", "k"], &["c"]),
+            NodeProto::new("Add", "poly", &["x", "c"], &["p"]),
+            NodeProto::new("Mul", "scaled", &["p", "s"], &["q"]),
+            NodeProto::new("Tanh", "tanh", &["q"], &["t"]),
+            NodeProto::new("Add", "one_plus", &["t", "one"], &["u"]),
+            NodeProto::new("Mul", "half_x", &["x", "half"], &["h"]),
+            NodeProto::new("Mul", "gelu", &["h", "u"], &["y"]),
+        ],
+        vec![
+            TensorProto::from_f32("k", &[], &[0.044715]),
+            TensorProto::from_f32("s", &[], &[0.797_884_6]),
+            TensorProto::from_f32("one", &[], &[1.0]),
+            TensorProto::from_f32("half", &[], &[0.5]),
+        ],
+    )
+}
+
+fn row_graphs(rows: i64, c: i64) -> Vec<(&'static str, compiler::ir::Graph)> {
+    let (ln, ln_inits) = gpt2_layer_norm(c);
+    let (gelu, gelu_inits) = gpt2_gelu();
+    vec![
+        ("layer norm", folded(ln, &[rows, c], &["y"], ln_inits)),
+        (
+            "softmax",
+            folded(
+                primitive_softmax(),
+                &[rows, c],
+                &["y"],
+                vec![TensorProto::from_i64("axes", &[1], &[-1])],
+            ),
+        ),
+        ("gelu", folded(gelu, &[rows, c], &["y"], gelu_inits)),
+    ]
+}
+
+fn row_regions(r: &compiler::run::RunResult) -> Vec<&String> {
+    r.compiled
+        .regions
+        .iter()
+        .map(|(n, _)| n)
+        .filter(|n| n.starts_with("Rows:"))
+        .collect()
+}
+
+/// Vector loads and stores of a compiled program on machine `m` (not
+/// counting constant rows loaded into every row of a register).
+fn vector_moves(m: &isa_specs::Machine, r: &compiler::run::RunResult) -> usize {
+    r.compiled
+        .insts
+        .iter()
+        .filter(|x| {
+            let n = &m.instructions[x.inst.index()].name;
+            (n.starts_with("vld") && n != "vld_row") || n.starts_with("vst")
+        })
+        .count()
+}
+
+#[test]
+fn a_layer_norm_a_softmax_and_a_gelu_are_one_region_each_reading_their_rows_once() {
+    // 300 columns: two whole registers of 128 lanes and a partial one.
+    let m = targets::by_name("vliw-systolic")
+        .expect("shipped")
+        .machine();
+    for (what, g) in row_graphs(24, 300) {
+        let on = run_on(
+            &g,
+            "vliw-systolic",
+            &[],
+            compiler::lower::Options::default(),
+        );
+        let off = run_on(
+            &g,
+            "vliw-systolic",
+            &[],
+            compiler::lower::Options {
+                fuse_rows: false,
+                ..Default::default()
+            },
+        );
+        let fused = row_regions(&on);
+        assert_eq!(fused.len(), 1, "{what}: {:?}", on.compiled.regions);
+        assert_eq!(
+            on.compiled.regions.len(),
+            1,
+            "{what}: {:?}",
+            on.compiled.regions
+        );
+        assert!(
+            row_regions(&off).is_empty(),
+            "{what}: {:?}",
+            off.compiled.regions
+        );
+        // Each row in once and out once: 3 blocks of 8 rows x 3 chunks, in and out.
+        let (a, b) = (vector_moves(m, &on), vector_moves(m, &off));
+        assert!(a <= 2 * 9 + 12, "{what}: {a} vector loads and stores fused");
+        assert!(
+            2 * a < b,
+            "{what}: {a} vector loads and stores fused, {b} not"
+        );
+        assert!(
+            on.report.cycles < off.report.cycles,
+            "{what}: {} cycles fused, {} not",
+            on.report.cycles,
+            off.report.cycles
+        );
+    }
+}
+
+#[test]
+fn row_groups_run_everywhere_with_rows_shorter_and_longer_than_a_register() {
+    for (rows, c) in [(3, 37), (9, 130)] {
+        for (what, g) in row_graphs(rows, c) {
+            let may_lack = if what == "layer norm" {
+                vec![]
+            } else {
+                vec!["d = exp(a)", "d = tanh(a)"]
+            };
+            let lacks: Vec<String> = may_lack.iter().map(|s| format!("lacks `{s}`")).collect();
+            let lacks: Vec<&str> = lacks.iter().map(String::as_str).collect();
+            let ran = run_everywhere(&g, 7, &format!("{what} {rows}x{c}"), &lacks);
+            assert!(ran.contains(&"vliw-systolic"), "{what}: ran on {ran:?}");
+        }
+    }
+}
+
+#[test]
+fn a_value_also_read_outside_stays_out_of_the_row_group() {
+    // The mean is a graph output too: it is written where others can read it.
+    let (ln, inits) = gpt2_layer_norm(256);
+    let g = folded(ln, &[16, 256], &["y", "mu"], inits);
+    let r = run_on(
+        &g,
+        "vliw-systolic",
+        &[],
+        compiler::lower::Options::default(),
+    );
+    let fused = row_regions(&r);
+    assert!(
+        fused.iter().all(|n| !n.contains("ReduceMean(mean)")),
+        "{:?}",
+        r.compiled.regions
+    );
+    // What follows the variance still is one group.
+    assert_eq!(fused.len(), 1, "{:?}", r.compiled.regions);
+}
+
+#[test]
+fn rows_too_long_for_the_registers_are_lowered_region_by_region() {
+    // 8192 columns are 64 registers of 128 lanes: more than the file holds.
+    let (ln, inits) = gpt2_layer_norm(8192);
+    let g = folded(ln, &[2, 8192], &["y"], inits);
+    let r = run_on(
+        &g,
+        "vliw-systolic",
+        &[],
+        compiler::lower::Options::default(),
+    );
+    assert!(row_regions(&r).is_empty(), "{:?}", r.compiled.regions);
+}
