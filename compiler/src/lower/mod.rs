@@ -589,7 +589,12 @@ fn compile_once(
             .collect();
     }
     if opts.fuse_rows && opts.broadcast_rows {
-        l.row_groups = rows::row_groups(g);
+        // Only groups the machine can compute: the others' values are
+        // candidates for residency like any.
+        l.row_groups = rows::row_groups(g)
+            .into_iter()
+            .filter(|r| !l.row_candidates(r).is_empty())
+            .collect();
     }
     l.contractions = ops::contractions(&l.e);
     l.evicted = evicted;

@@ -272,7 +272,7 @@ struct PlanStep {
 }
 
 /// The steps of a group for one register file, in order.
-struct Plan {
+pub(super) struct Plan {
     /// The computed full-shape values read from outside, and their slots.
     sources: Vec<(ValueId, usize)>,
     steps: Vec<PlanStep>,
@@ -521,6 +521,34 @@ impl Lowerer<'_> {
         peak + uniforms.len() + 1
     }
 
+    /// The register files that can compute group `grp` with its registers
+    /// fitting, and the plan for each (none: the group is not fused).
+    pub(super) fn row_candidates(&self, grp: &RowGroup) -> Vec<(RegFileId, Plan)> {
+        let g = self.g;
+        let cols = view(&g.ty(grp.output).shape).1;
+        let reduces = grp
+            .nodes
+            .iter()
+            .any(|&k| row_reduce(g, &g.nodes[k]).is_some());
+        let mut out = Vec::new();
+        for file in ops::lane_broadcast_files(&self.e) {
+            let Some(plan) = self.row_plan(grp, file) else {
+                continue;
+            };
+            let gc = self.e.granule(file).1.max(1);
+            let chunks = if reduces {
+                ((cols + gc - 1) / gc) as usize
+            } else {
+                1
+            };
+            let count = self.e.m.regfiles[file.index()].count.value.max(0) as usize;
+            if Self::row_pressure(&plan, chunks) <= count {
+                out.push((file, plan));
+            }
+        }
+        out
+    }
+
     /// Lowers row group `grp` as one region; false (nothing emitted) where
     /// the machine cannot (then its nodes are lowered one by one).
     pub(super) fn row_group(&mut self, grp: &RowGroup) -> Result<bool, LowerError> {
@@ -536,20 +564,8 @@ impl Lowerer<'_> {
             .nodes
             .iter()
             .any(|&k| row_reduce(g, &g.nodes[k]).is_some());
-        for file in ops::lane_broadcast_files(&self.e) {
-            let Some(plan) = self.row_plan(grp, file) else {
-                continue;
-            };
+        for (file, plan) in self.row_candidates(grp) {
             let (gr, gc) = self.e.granule(file);
-            let chunks = if reduces {
-                ((cols + gc - 1) / gc) as usize
-            } else {
-                1
-            };
-            let count = self.e.m.regfiles[file.index()].count.value.max(0) as usize;
-            if Self::row_pressure(&plan, chunks) > count {
-                continue;
-            }
             let cp = self.e.checkpoint();
             let bufs = self.e.bufs.len();
             let data = self.data.len();
@@ -860,7 +876,9 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `k` in every element of a register of `file`, written once per region.
+    /// `k` in every element of a register of `file`, once per region:
+    /// splatted where the machine has an immediate splat, else a block of
+    /// it packed at home, brought on chip and loaded.
     fn uniform_reg(
         &mut self,
         file: RegFileId,
@@ -870,8 +888,45 @@ impl Lowerer<'_> {
         if let Some(x) = uniforms.get(&k.to_bits()) {
             return Ok(x.clone());
         }
-        let Val::Splat(x) = ops::splat(&mut self.e, file, k).map_err(err)? else {
-            return Err(err("a splat wrote no register"));
+        let cp = self.e.checkpoint();
+        let x = match ops::splat(&mut self.e, file, k) {
+            Ok(Val::Splat(x)) => x,
+            _ => {
+                self.e.rollback(cp);
+                let (gr, gc) = self.e.granule(file);
+                let key = (ValueId(u32::MAX), format!("uniform:{k}:{gr}x{gc}"));
+                let t = match self.packed.get(&key) {
+                    Some(t) => t.clone(),
+                    None => {
+                        let t = self
+                            .padded(vec![k; (gr * gc) as usize], gr, gc, self.act)
+                            .tile(0, 0, gr, gc);
+                        self.packed.insert(key, t.clone());
+                        t
+                    }
+                };
+                let land = self.landing_of(t.dtype)?;
+                let Place::Mem(lm) = land.place else {
+                    return Err(err("tiles from home land in no memory"));
+                };
+                let buf = self.e.buffer_padded(lm, land.dtype, gr, gc, Pad::Registers);
+                let (s, pending) = self.stage_pieces(&t, land, &buf)?;
+                for p in &pending {
+                    self.e.ready(p).map_err(err)?;
+                }
+                let reg = Loc {
+                    place: Place::Reg(file),
+                    dtype: self.e.m.regfiles[file.index()].dtype,
+                };
+                match self
+                    .e
+                    .to_loc(Val::Mem(s), reg, None, Pad::Dense)
+                    .map_err(err)?
+                {
+                    Val::Reg(x) => x,
+                    _ => return Err(err("a constant did not land in a register")),
+                }
+            }
         };
         uniforms.insert(k.to_bits(), x.clone());
         Ok(x)
