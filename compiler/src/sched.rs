@@ -147,11 +147,12 @@ fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Vec
         .collect()
 }
 
-/// Who last wrote a place and who read it since.
+/// Who last wrote a place and who read it since, with the bytes each
+/// reader read (a register's readers read all of it).
 #[derive(Clone, Debug, Default)]
 struct Record {
     writer: Option<usize>,
-    readers: Vec<usize>,
+    readers: Vec<(usize, i64, i64)>,
 }
 
 /// Byte ranges beyond which a record is kept apart from the ordered ones.
@@ -276,12 +277,24 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
             }
         }
         let wait_barrier = unknown || completes.iter().any(|&f| !infos[f].asynchronous);
-        let dep = |rec: &Record, write: bool, need: &mut Vec<(usize, u64, bool)>| {
+        // A write follows the readers of the bytes it writes (not those of
+        // other parts of a record it overlaps), or all of them where it will
+        // stand in for them (more than `MANY_READERS`, see below).
+        let dep = |rec: &Record,
+                   write: bool,
+                   (start, end): (i64, i64),
+                   need: &mut Vec<(usize, u64, bool)>| {
             if let Some(f) = rec.writer {
                 need.push((f, infos[f].latency, false));
             }
             if write {
-                need.extend(rec.readers.iter().map(|&f| (f, 1, false)));
+                let all = rec.readers.len() > MANY_READERS;
+                need.extend(
+                    rec.readers
+                        .iter()
+                        .filter(|&&(_, s0, e0)| all || (s0 < end && start < e0))
+                        .map(|&(f, _, _)| (f, 1, false)),
+                );
             }
         };
         for (place, write) in b
@@ -299,17 +312,17 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                             Some(f) if b.accumulate > 0 && infos[f].accumulate > 0 => {
                                 need.push((f, infos[f].accumulate, false));
                                 if write {
-                                    need.extend(rec.readers.iter().map(|&r| (r, 1, false)));
+                                    need.extend(rec.readers.iter().map(|&(r, _, _)| (r, 1, false)));
                                 }
                             }
-                            _ => dep(rec, write, &mut need),
+                            _ => dep(rec, write, (i64::MIN, i64::MAX), &mut need),
                         }
                     }
                 }
                 Place::Mem { mem, start, end } => {
                     if let Some(recs) = mems.get_mut(&mem) {
                         for (_, _, rec) in recs.overlapping(start, end) {
-                            dep(rec, write, &mut need);
+                            dep(rec, write, (start, end), &mut need);
                         }
                     }
                 }
@@ -332,12 +345,17 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
             .collect();
         for place in &reads {
             match *place {
-                Place::Reg { file, reg } => regs.entry((file, reg)).or_default().readers.push(to),
+                Place::Reg { file, reg } => {
+                    regs.entry((file, reg))
+                        .or_default()
+                        .readers
+                        .push((to, i64::MIN, i64::MAX))
+                }
                 Place::Mem { mem, start, end } => {
                     let recs = mems.entry(mem).or_default();
                     let mut found = false;
                     for (s0, e0, rec) in recs.overlapping(start, end) {
-                        rec.readers.push(to);
+                        rec.readers.push((to, start, end));
                         found |= s0 <= start && end <= e0;
                     }
                     if !found {
@@ -346,7 +364,7 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                             end,
                             Record {
                                 writer: None,
-                                readers: vec![to],
+                                readers: vec![(to, start, end)],
                             },
                         );
                     }
@@ -374,10 +392,15 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                     // element moves). Its writer stays: reads still wait for
                     // the data they read. Few readers are kept exactly (no
                     // false ordering between writes to different parts).
-                    for (_, _, rec) in recs.overlapping(start, end) {
+                    for (s0, e0, rec) in recs.overlapping(start, end) {
                         if rec.readers.len() > MANY_READERS {
+                            // It stands for readers anywhere in the record.
+                            let (lo, hi) = rec
+                                .readers
+                                .iter()
+                                .fold((s0, e0), |(l, h), &(_, a, b)| (l.min(a), h.max(b)));
                             rec.readers.clear();
-                            rec.readers.push(to);
+                            rec.readers.push((to, lo, hi));
                         }
                     }
                     recs.push(
@@ -475,6 +498,20 @@ pub fn schedule_placed(
     let infos = infos(t, m, insts, rules);
     let edges = edges(&infos);
     let prio = priorities(&infos, &edges);
+    let (bundles, issue) = list(m, insts, &infos, &edges, &prio);
+    let (bundles, kept) = drop_needless_padding(m, bundles);
+    let placed = issue.iter().map(|&c| kept[c as usize]).collect();
+    (bundles, placed)
+}
+
+/// List scheduling: the bundles, and the cycle each instruction issued at.
+fn list(
+    m: &Machine,
+    insts: &[MInst],
+    infos: &[Info],
+    edges: &[Edge],
+    prio: &[u64],
+) -> (Vec<Bundle>, Vec<u64>) {
     let n = insts.len();
     let mut issue: Vec<Option<u64>> = vec![None; n];
     let mut unit_free: Vec<Vec<u64>> = m
@@ -486,7 +523,7 @@ pub fn schedule_placed(
     let mut succs: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
     let mut remaining = vec![0usize; n];
     let mut earliest = vec![0u64; n];
-    for e in &edges {
+    for e in edges {
         succs[e.from].push((e.to, e.delay));
         remaining[e.to] += 1;
     }
@@ -540,12 +577,7 @@ pub fn schedule_placed(
         bundles.push(bundle);
         cycle += 1;
     }
-    let (bundles, kept) = drop_needless_padding(m, bundles);
-    let placed = issue
-        .iter()
-        .map(|c| kept[c.unwrap_or(0) as usize])
-        .collect();
-    (bundles, placed)
+    (bundles, issue.iter().map(|c| c.unwrap_or(0)).collect())
 }
 
 /// Empty bundles cost cycles and code. Interlocked hardware stalls by itself,

@@ -1665,8 +1665,8 @@ impl Lowerer<'_> {
                 third: None,
             });
         }
-        let v = ops::chain(&mut self.e, input, &chain).map_err(err)?;
         let dst = out_home.tile(row0, c, h, w);
+        let v = ops::chain_into(&mut self.e, input, &chain, Some(&dst)).map_err(err)?;
         let to = Loc {
             place: Place::Mem(out_home.mem),
             dtype: out_home.dtype,

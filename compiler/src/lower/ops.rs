@@ -239,6 +239,18 @@ pub(super) fn landing(e: &Emitter, from: Loc, to: Loc) -> Option<Loc> {
 
 /// Runs a chain of element-wise steps on `input`; the result is an on-chip memory tile.
 pub fn chain(e: &mut Emitter, input: Val, steps: &[Step]) -> Result<Val, String> {
+    chain_into(e, input, steps, None)
+}
+
+/// [`chain`], its last run of register steps storing straight into `dst`
+/// (an on-chip tile of the result's shape) where the registers' stores land
+/// there and cannot write past it: no copy of the result afterwards.
+pub fn chain_into(
+    e: &mut Emitter,
+    input: Val,
+    steps: &[Step],
+    dst: Option<&MemTile>,
+) -> Result<Val, String> {
     let steps = &fuse_mul_add(e, steps)[..];
     let mut cur = input;
     let mut i = 0;
@@ -275,7 +287,8 @@ pub fn chain(e: &mut Emitter, input: Val, steps: &[Step]) -> Result<Val, String>
         }
         match group {
             Some((loc, n, chosen)) => {
-                cur = reg_chain(e, cur, &steps[i..i + n], &chosen, loc)?;
+                let into = if i + n == steps.len() { dst } else { None };
+                cur = reg_chain(e, cur, &steps[i..i + n], &chosen, loc, into)?;
                 i += n;
             }
             None => {
@@ -314,6 +327,7 @@ fn reg_chain(
     steps: &[Step],
     forms: &[EwForm],
     loc: Loc,
+    dst: Option<&MemTile>,
 ) -> Result<Val, String> {
     let Place::Reg(file) = loc.place else {
         return Err("not a register file".to_owned());
@@ -394,17 +408,22 @@ fn reg_chain(
     let Place::Mem(back_mem) = back.place else {
         unreachable!()
     };
-    let out = e.buffer_padded(
-        back_mem,
-        back.dtype,
-        rows,
-        cols,
-        if store.narrow {
-            Pad::Dense
-        } else {
-            Pad::Registers
-        },
-    );
+    // Whole-register stores may write past a tile that is not whole registers.
+    let exact = store.narrow || (rows % gr == 0 && cols % gc == 0);
+    let out = match dst {
+        Some(d) if d.loc() == back && (d.rows, d.cols) == (rows, cols) && exact => d.clone(),
+        _ => e.buffer_padded(
+            back_mem,
+            back.dtype,
+            rows,
+            cols,
+            if store.narrow {
+                Pad::Dense
+            } else {
+                Pad::Registers
+            },
+        ),
+    };
     let mut r = 0;
     while r < rows {
         let h = gr.min(rows - r);
