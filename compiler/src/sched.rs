@@ -349,7 +349,7 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                     regs.entry((file, reg))
                         .or_default()
                         .readers
-                        .push((to, i64::MIN, i64::MAX))
+                        .push((to, i64::MIN, i64::MAX));
                 }
                 Place::Mem { mem, start, end } => {
                     let recs = mems.entry(mem).or_default();

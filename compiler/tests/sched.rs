@@ -257,7 +257,12 @@ fn a_transfer_into_bytes_nobody_read_does_not_wait_for_readers_of_other_bytes() 
          wait sem0\n\
          halt\n",
     );
-    assert!(placed[2] <= placed[1], "transfer at {}, load at {}", placed[2], placed[1]);
+    assert!(
+        placed[2] <= placed[1],
+        "transfer at {}, load at {}",
+        placed[2],
+        placed[1]
+    );
 }
 
 #[test]
