@@ -486,3 +486,36 @@ fn rows_too_long_for_the_registers_are_lowered_region_by_region() {
     );
     assert!(row_regions(&r).is_empty(), "{:?}", r.compiled.regions);
 }
+
+#[test]
+fn a_row_group_read_only_by_products_is_written_in_their_operand_type() {
+    // A layer norm feeding a product on vliw-systolic: the norm stores bf16,
+    // the type the matrix unit reads, so the product reads it in place
+    // instead of converting it through the registers first.
+    let (mut nodes, mut inits) = gpt2_layer_norm(256);
+    nodes.push(NodeProto::new("MatMul", "proj", &["y", "w"], &["z"]));
+    inits.push(ramp("w", &[256, 128], -0.5, 0.0001));
+    let g = folded(nodes, &[64, 256], &["z"], inits);
+    let m = targets::by_name("vliw-systolic")
+        .expect("shipped")
+        .machine();
+    let r = run_on(
+        &g,
+        "vliw-systolic",
+        &[],
+        compiler::lower::Options::default(),
+    );
+    assert_eq!(row_regions(&r).len(), 1, "{:?}", r.compiled.regions);
+    let count = |name: &str| {
+        r.compiled
+            .insts
+            .iter()
+            .filter(|x| m.instructions[x.inst.index()].name == name)
+            .count()
+    };
+    // 8 blocks of 8 rows, 2 chunks each: loaded once by the norm, stored
+    // once in bf16, and never loaded again to be converted.
+    assert_eq!(count("vld"), 16, "{:?}", r.compiled.regions);
+    assert_eq!(count("vst_bf16"), 16);
+    assert_eq!(count("vst"), 0);
+}

@@ -735,9 +735,8 @@ impl Lowerer<'_> {
                 continue;
             }
             if let Some(&(mem, until)) = kept.get(&v) {
-                let t = self
-                    .e
-                    .shared_buffer(mem, self.act, rows, cols, Pad::Aligned);
+                let dtype = self.product_operand_dtype(v, mem).unwrap_or(self.act);
+                let t = self.e.shared_buffer(mem, dtype, rows, cols, Pad::Aligned);
                 if let Base::Buf(b) = t.base {
                     self.kept_until.insert(b, until);
                 }
@@ -746,7 +745,7 @@ impl Lowerer<'_> {
                     Home {
                         mem,
                         base: t.base,
-                        dtype: self.act,
+                        dtype,
                         rows,
                         cols,
                         pitch: t.pitch,
@@ -767,6 +766,34 @@ impl Lowerer<'_> {
             self.homes.insert(v, home);
         }
         Ok(())
+    }
+
+    /// The type the matrix products reading `v` want their `A` operand in
+    /// (in memory `mem`), where a row group makes `v` and only products of
+    /// several rows read it, as their `A`: written in that type by the group,
+    /// it needs no conversion pass before each product. None otherwise, or
+    /// where that is the activation type.
+    fn product_operand_dtype(&self, v: ValueId, mem: MemId) -> Option<DType> {
+        let g = self.g;
+        if g.outputs.contains(&v) || !self.row_groups.iter().any(|r| r.output == v) {
+            return None;
+        }
+        let shape = &g.ty(v).shape;
+        let several_rows = shape.len() >= 2 && shape[shape.len() - 2] > 1;
+        let mut readers = g.nodes.iter().filter(|n| n.inputs.contains(&v)).peekable();
+        readers.peek()?;
+        if !several_rows
+            || !readers.all(|n| matches!(n.op, Op::MatMul) && n.inputs[0] == v && n.inputs[1] != v)
+        {
+            return None;
+        }
+        let want = self
+            .contractions
+            .iter()
+            .filter_map(|c| c.locs(&self.e))
+            .map(|l| l[1])
+            .find(|a| a.place == Place::Mem(mem) && a.dtype.is_float())?;
+        (want.dtype != self.act).then_some(want.dtype)
     }
 
     /// The values kept on chip, where, and the last node reading each
