@@ -202,3 +202,61 @@ fn one_row_per_batch_times_a_computed_matrix_runs_on_the_vector_unit_and_matches
     // (At n = 300 simd-dsp's 128 KiB `l1` does not hold the tiles; a known gap.)
     onnx_util::run_everywhere(&scores(100), 9, "batched gemv", &[]);
 }
+
+#[test]
+fn one_row_per_batch_times_a_transposed_matrix_takes_dot_products_with_its_rows() {
+    // Attention's one-token scores as exported: q [4, 1, 16] · Transpose(k)
+    // for k [4, n, 16]: each score is the dot product of q with a row of k,
+    // so k is never transposed (no transpose-unit work, no matrix passes).
+    // n = 37: four whole blocks of 8 rows and a block of 5.
+    let t = targets::by_name("vliw-systolic").expect("shipped");
+    let scores = |n: i64| {
+        let scale = NodeProto::new("Mul", "k2", &["k", "two"], &["k2"]);
+        let tr = NodeProto::new("Transpose", "kt", &["k2"], &["kt"])
+            .with(AttributeProto::ints("perm", &[0, 2, 1]));
+        let mm = NodeProto::new("MatMul", "scores", &["q", "kt"], &["s"]);
+        let shift = NodeProto::new("Add", "shift", &["s", "one"], &["y"]);
+        let mut g = import_ok(&encode(graph(
+            vec![scale, tr, mm, shift],
+            vec![input("q", &[4, 1, 16]), input("k", &[4, n, 16])],
+            &["y"],
+            vec![ramp("two", &[1], 2.0, 0.0), ramp("one", &[1], 1.0, 0.0)],
+        )));
+        compiler::interp::fold_constants(&mut g);
+        g
+    };
+    let count = |r: &compiler::run::RunResult, prefix: &str| {
+        r.compiled
+            .insts
+            .iter()
+            .filter(|i| {
+                t.machine().instructions[i.inst.index()]
+                    .name
+                    .starts_with(prefix)
+            })
+            .count()
+    };
+    for n in [37, 300] {
+        let g = scores(n);
+        let inputs = compiler::run::random_inputs(&g, 11);
+        let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+        assert!(r.checks.iter().all(|c| c.ok), "{n}: {:?}", r.checks);
+        assert_eq!(count(&r, "xpose"), 0, "{n}: k was transposed");
+        assert_eq!(mxu_ops(t, &r), 0, "{n}: the scores went to the matrix unit");
+        let off = compiler::run::run_with(
+            t,
+            t.machine(),
+            &g,
+            &inputs,
+            None,
+            compiler::lower::Options {
+                vector_gemv: false,
+                ..Default::default()
+            },
+        )
+        .expect("runs");
+        assert!(off.checks.iter().all(|c| c.ok), "{n}: {:?}", off.checks);
+        assert!(count(&off, "xpose") > 0, "{n}: without it, k is transposed");
+    }
+    onnx_util::run_everywhere(&scores(37), 13, "dot products", &[]);
+}

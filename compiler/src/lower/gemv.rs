@@ -424,6 +424,185 @@ impl Lowerer<'_> {
         Ok(true)
     }
 
+    /// The transposes whose only readers are one-row products that can
+    /// take the untransposed matrix instead ([`Self::vector_dots`]): they
+    /// are not lowered.
+    pub(super) fn dot_transposes(&self) -> std::collections::HashSet<usize> {
+        let g = self.g;
+        let mut out = std::collections::HashSet::new();
+        if !self.opts.vector_gemv || self.gemv_file().is_none() {
+            return out;
+        }
+        for (ti, t) in g.nodes.iter().enumerate() {
+            let crate::ir::Op::Transpose { perm } = &t.op else {
+                continue;
+            };
+            let r = perm.len();
+            let swaps_last_two = r >= 2
+                && perm[..r - 2].iter().enumerate().all(|(i, p)| i == *p)
+                && perm[r - 2] == r - 1
+                && perm[r - 1] == r - 2;
+            let kt = t.outputs[0];
+            if !swaps_last_two || g.constants.contains_key(&t.inputs[0]) || g.outputs.contains(&kt)
+            {
+                continue;
+            }
+            let readers: Vec<&Node> = g.nodes.iter().filter(|n| n.inputs.contains(&kt)).collect();
+            let one_row = |n: &&Node| {
+                let sa = &g.ty(n.inputs[0]).shape;
+                matches!(n.op, crate::ir::Op::MatMul)
+                    && n.inputs[1] == kt
+                    && n.inputs[0] != kt
+                    && !g.constants.contains_key(&n.inputs[0])
+                    && sa.len() == r
+                    && sa[r - 2] == 1
+                    && sa[..r - 2] == g.ty(kt).shape[..r - 2]
+            };
+            if !readers.is_empty() && readers.iter().all(one_row) {
+                out.insert(ti);
+            }
+        }
+        out
+    }
+
+    /// `out = x · kᵀ` for one row `x` per batch, where `kᵀ` is a transpose
+    /// that was not lowered ([`Self::dot_transposes`]): each output element
+    /// is the dot product of `x` with a row of `k`. `x` is loaded into every
+    /// row of a register; blocks of rows of `k` are multiplied by it and
+    /// reduced across the lanes, giving a column of results stored as
+    /// consecutive elements of the output row; the row then takes the
+    /// region's epilogue. No transpose of `k` (on vliw-systolic 12 heads of
+    /// 1025 x 64 kept the transpose unit busy for 12 k cycles).
+    pub(super) fn vector_dots(
+        &mut self,
+        root: &Node,
+        plan: &[(Ew, Option<Operand>, bool)],
+        out: ValueId,
+        out_home: &Home,
+        k_value: ValueId,
+    ) -> Result<(), LowerError> {
+        let g = self.g;
+        self.staged_rows.clear();
+        let a = root.inputs[0];
+        let sa = g.ty(a).shape.clone();
+        let sk = g.ty(k_value).shape.clone();
+        let r = sa.len();
+        let batches = sa[..r - 2].iter().product::<usize>() as i64;
+        let (n, d) = (sk[r - 2] as i64, sk[r - 1] as i64);
+        let file = self
+            .gemv_file()
+            .ok_or_else(|| err("no register file for products of one row"))?;
+        let (gr, gc) = self.e.granule(file);
+        let reg = Loc {
+            place: Place::Reg(file),
+            dtype: self.e.m.regfiles[file.index()].dtype,
+        };
+        let f = super::reduce::forms(&self.e, crate::ir::ReduceKind::Sum)
+            .into_iter()
+            .find(|f| f.src.place == Place::Reg(file) && f.dst.place == Place::Reg(file))
+            .ok_or_else(|| err("no row sum in the register file"))?;
+        let land = self.landing_of(self.act)?;
+        let Place::Mem(lm) = land.place else {
+            return Err(err("tiles from home land in no memory"));
+        };
+        let home_of = |l: &Self, v: ValueId| {
+            l.homes
+                .get(&v)
+                .cloned()
+                .ok_or_else(|| err("operand without a home"))
+        };
+        let (xh, kh) = (home_of(self, a)?, home_of(self, k_value)?);
+        // A batch's operand on chip: where it is, or staged whole.
+        let on_chip =
+            |l: &mut Self, h: &Home, row: i64, rows: i64| -> Result<MemTile, LowerError> {
+                if h.mem == lm {
+                    return Ok(h.tile(row, 0, rows, h.cols));
+                }
+                let buf =
+                    l.e.buffer_padded(lm, land.dtype, rows, h.cols, Pad::Aligned);
+                let (t, pending) = l.stage_pieces(&h.tile(row, 0, rows, h.cols), land, &buf)?;
+                for p in &pending {
+                    l.e.ready(p).map_err(err)?;
+                }
+                Ok(t)
+            };
+        let chunks: Vec<(i64, i64)> = (0..d)
+            .step_by(gc as usize)
+            .map(|c| (c, gc.min(d - c)))
+            .collect();
+        for bi in 0..batches {
+            let xt = on_chip(self, &xh, bi, 1)?;
+            let kt = on_chip(self, &kh, bi * n, n)?;
+            // `x` in every row of a register, chunk by chunk.
+            let xs: Vec<RegTile> = chunks
+                .iter()
+                .map(|&(c, w)| {
+                    ops::load_row_broadcast(
+                        &mut self.e,
+                        &xt.view(0, c, 1, w),
+                        file,
+                        (gr, gc),
+                        gr,
+                        w,
+                    )
+                    .map_err(err)
+                })
+                .collect::<Result<_, _>>()?;
+            let ybuf = self.e.buffer_padded(lm, land.dtype, 1, n, Pad::Registers);
+            let mut j0 = 0;
+            while j0 < n {
+                let h = gr.min(n - j0);
+                let mut acc: Option<RegTile> = None;
+                for (&(c, w), x) in chunks.iter().zip(&xs) {
+                    let Val::Reg(kr) = self
+                        .e
+                        .to_loc(Val::Mem(kt.view(j0, c, h, w)), reg, None, Pad::Dense)
+                        .map_err(err)?
+                    else {
+                        return Err(err("rows of k did not land in a register"));
+                    };
+                    let xw = RegTile {
+                        rows: h,
+                        cols: w,
+                        ..x.clone()
+                    };
+                    acc = Some(mul_add(&mut self.e, &xw, &kr, acc.take()).map_err(err)?);
+                }
+                let acc = acc.ok_or_else(|| err("a dot product of nothing"))?;
+                let Val::Reg(col) = self
+                    .reduce_reg(&f, crate::ir::ReduceKind::Sum, &acc, h, gc.min(d), (gr, gc))
+                    .map_err(err)?
+                else {
+                    return Err(err("a row sum left no register"));
+                };
+                // The column of `h` results as `h` consecutive elements.
+                let run = MemTile {
+                    rows: h,
+                    cols: 1,
+                    pitch: 1,
+                    offset: ybuf.offset + (j0 as u64) * ybuf.dtype.bytes(),
+                    ..ybuf.clone()
+                };
+                self.e
+                    .to_loc(Val::Reg(col), ybuf.loc(), Some(&run), Pad::Dense)
+                    .map_err(err)?;
+                j0 += h;
+            }
+            let mut c0 = 0;
+            while c0 < n {
+                let w = gc.min(n - c0);
+                self.tile_epilogue(
+                    plan,
+                    out,
+                    out_home,
+                    (Val::Mem(ybuf.view(0, c0, 1, w)), bi, c0, 1, w),
+                )?;
+                c0 += w;
+            }
+        }
+        Ok(())
+    }
+
     /// The register file matrix-vector products run in: two-dimensional, of
     /// a float type, with the lane broadcast, the product and the
     /// multiply-add.

@@ -256,6 +256,9 @@ struct Lowerer<'a> {
     attentions: Vec<(fuse::Attention, (usize, usize))>,
     /// The row groups recognised ([`rows`]), by their first node.
     row_groups: Vec<rows::RowGroup>,
+    /// Transposes read only by one-row products that take the matrix
+    /// untransposed ([`Lowerer::vector_dots`]): not lowered.
+    dot_transposes: std::collections::HashSet<usize>,
     /// Buffers holding values kept on chip across regions, and the last
     /// node reading each.
     kept_until: HashMap<usize, usize>,
@@ -568,6 +571,7 @@ fn compile_once(
         relayouts: Default::default(),
         attentions: Vec::new(),
         row_groups: Vec::new(),
+        dot_transposes: Default::default(),
         kept_until: HashMap::new(),
         lowering_node: 0,
         residency_blocked: None,
@@ -597,6 +601,7 @@ fn compile_once(
             .collect();
     }
     l.contractions = ops::contractions(&l.e);
+    l.dot_transposes = l.dot_transposes();
     l.evicted = evicted;
     let front = (|| {
         l.layout()?;
@@ -880,8 +885,12 @@ impl Lowerer<'_> {
             }
         }
         // Values inside a row group live in registers.
-        let in_rows: std::collections::HashSet<ValueId> =
-            self.row_groups.iter().flat_map(|r| r.inner(g)).collect();
+        let in_rows: std::collections::HashSet<ValueId> = self
+            .row_groups
+            .iter()
+            .flat_map(|r| r.inner(g))
+            .chain(self.dot_transposes.iter().map(|&t| g.nodes[t].outputs[0]))
+            .collect();
         let candidate = |v: ValueId| {
             !excluded.contains(&v)
                 && !in_rows.contains(&v)
@@ -1279,6 +1288,8 @@ impl Lowerer<'_> {
                     )?;
                     continue;
                 }
+                // Read untransposed by its one-row products (or lowered there).
+                Op::Transpose { .. } if self.dot_transposes.contains(&ni) => continue,
                 Op::Transpose { perm } => {
                     let before = self.e.code.len();
                     self.transpose(n, perm).map_err(|e| Self::at_node(n, e))?;
@@ -1478,6 +1489,35 @@ impl Lowerer<'_> {
         }
         if !matches!(root.op, Op::MatMul) {
             return self.region_tiles(&None, &plan, root_input, out, &out_home);
+        }
+        // One row (per batch) by a transposed matrix that was not
+        // transposed: dot products with its rows; failing that, the
+        // transpose is lowered here and the product goes on as any.
+        if let Some(ti) = g
+            .nodes
+            .iter()
+            .position(|n| n.outputs.contains(&root.inputs[1]))
+            .filter(|t| self.dot_transposes.contains(t))
+        {
+            let cp = self.e.checkpoint();
+            let data = self.data.len();
+            let bufs = self.e.bufs.len();
+            let k = g.nodes[ti].inputs[0];
+            match self
+                .vector_dots(root, &plan, out, &out_home, k)
+                .and_then(|()| self.fits_on_chip(bufs))
+            {
+                Ok(()) => return Ok(()),
+                Err(_) => {
+                    self.e.rollback(cp);
+                    self.data.truncate(data);
+                    let t = &g.nodes[ti];
+                    let Op::Transpose { perm } = &t.op else {
+                        return Err(err("not a transpose"));
+                    };
+                    self.transpose(t, perm).map_err(|e| Self::at_node(t, e))?;
+                }
+            }
         }
         // One row (per batch) by a matrix: on the vector unit where it can.
         {

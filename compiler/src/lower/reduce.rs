@@ -555,7 +555,7 @@ impl Lowerer<'_> {
     }
 
     /// Register `x` (`h` x `w`) reduced across its lanes by form `f`.
-    fn reduce_reg(
+    pub(super) fn reduce_reg(
         &mut self,
         f: &Form,
         kind: ReduceKind,
