@@ -260,3 +260,33 @@ fn one_row_per_batch_times_a_transposed_matrix_takes_dot_products_with_its_rows(
     }
     onnx_util::run_everywhere(&scores(37), 13, "dot products", &[]);
 }
+
+#[test]
+fn a_transpose_read_only_by_products_is_written_in_their_operand_type() {
+    // Heads split by a transpose that keeps the last dimension, read by a
+    // product: the copy writes bf16, which the matrix unit reads in place,
+    // rather than f32 converted again before the product.
+    let t = targets::by_name("vliw-systolic").expect("shipped");
+    let tr = NodeProto::new("Transpose", "heads", &["x"], &["h"])
+        .with(AttributeProto::ints("perm", &[1, 0, 2]));
+    let mm = NodeProto::new("MatMul", "proj", &["h", "W"], &["y"]);
+    let mut g = import_ok(&encode(graph(
+        vec![tr, mm],
+        vec![input("x", &[16, 8, 64])],
+        &["y"],
+        vec![ramp("W", &[64, 32], -0.5, 0.001)],
+    )));
+    compiler::interp::fold_constants(&mut g);
+    let inputs = compiler::run::random_inputs(&g, 17);
+    let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    let count = |name: &str| {
+        r.compiled
+            .insts
+            .iter()
+            .filter(|i| t.machine().instructions[i.inst.index()].name == name)
+            .count()
+    };
+    assert_eq!(count("vst"), 0, "{:?}", r.compiled.regions);
+    assert!(count("vst_bf16") > 0);
+}

@@ -773,30 +773,50 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    /// The type the matrix products reading `v` want their `A` operand in
-    /// (in memory `mem`), where a row group makes `v` and only products of
-    /// several rows read it, as their `A`: written in that type by the group,
-    /// it needs no conversion pass before each product. None otherwise, or
+    /// The type the matrix products reading `v` want their operands in (in
+    /// memory `mem`), where `v` is made by a node that can write it in that
+    /// type at no cost (a row group, or a transpose keeping the last
+    /// dimension: a copy through the registers either way) and only
+    /// products of several rows read it, as `A` or as `B`: written so, it
+    /// needs no conversion pass before each product. None otherwise, or
     /// where that is the activation type.
     fn product_operand_dtype(&self, v: ValueId, mem: MemId) -> Option<DType> {
         let g = self.g;
-        if g.outputs.contains(&v) || !self.row_groups.iter().any(|r| r.output == v) {
+        let made_by_copy = g.nodes.iter().any(|n| {
+            n.outputs.first() == Some(&v)
+                && matches!(&n.op, Op::Transpose { perm } if perm.last() == Some(&(perm.len() - 1)))
+        });
+        if g.outputs.contains(&v)
+            || !(made_by_copy || self.row_groups.iter().any(|r| r.output == v))
+        {
             return None;
         }
         let shape = &g.ty(v).shape;
         let several_rows = shape.len() >= 2 && shape[shape.len() - 2] > 1;
-        let mut readers = g.nodes.iter().filter(|n| n.inputs.contains(&v)).peekable();
-        readers.peek()?;
-        if !several_rows
-            || !readers.all(|n| matches!(n.op, Op::MatMul) && n.inputs[0] == v && n.inputs[1] != v)
+        let readers: Vec<&crate::ir::Node> =
+            g.nodes.iter().filter(|n| n.inputs.contains(&v)).collect();
+        let as_a = |n: &&crate::ir::Node| n.inputs[0] == v && n.inputs[1] != v;
+        let as_b = |n: &&crate::ir::Node| n.inputs[1] == v && n.inputs[0] != v;
+        if readers.is_empty()
+            || !several_rows
+            || !readers
+                .iter()
+                .all(|n| matches!(n.op, Op::MatMul) && (as_a(n) || as_b(n)))
         {
             return None;
         }
+        let operand = if readers.iter().all(as_a) {
+            1
+        } else if readers.iter().all(as_b) {
+            2
+        } else {
+            return None;
+        };
         let want = self
             .contractions
             .iter()
             .filter_map(|c| c.locs(&self.e))
-            .map(|l| l[1])
+            .map(|l| l[operand])
             .find(|a| a.place == Place::Mem(mem) && a.dtype.is_float())?;
         (want.dtype != self.act).then_some(want.dtype)
     }
