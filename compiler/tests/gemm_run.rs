@@ -290,3 +290,40 @@ fn a_transpose_read_only_by_products_is_written_in_their_operand_type() {
     assert_eq!(count("vst"), 0, "{:?}", r.compiled.regions);
     assert!(count("vst_bf16") > 0);
 }
+
+#[test]
+fn heads_joined_by_a_transpose_are_written_in_place_by_their_product() {
+    // Attention's context back to rows of tokens: per head, [16, 32] =
+    // [16, 32] x [32, 32]; transposed to [16 tokens, 4 heads, 32] and viewed
+    // as [16, 128] for the next product. The product writes each head's
+    // columns of the token rows directly: no transpose is lowered.
+    let t = targets::by_name("vliw-systolic").expect("shipped");
+    let mm = NodeProto::new("MatMul", "ctx", &["x", "W"], &["c"]);
+    let tr = NodeProto::new("Transpose", "ctx.t", &["c"], &["ct"])
+        .with(AttributeProto::ints("perm", &[0, 2, 1, 3]));
+    let rs = NodeProto::new("Reshape", "join", &["ct", "shape"], &["j"]);
+    let proj = NodeProto::new("MatMul", "proj", &["j", "W2"], &["y"]);
+    let mut g = import_ok(&encode(graph(
+        vec![mm, tr, rs, proj],
+        vec![input("x", &[1, 4, 16, 32])],
+        &["y"],
+        vec![
+            ramp("W", &[32, 32], -0.5, 0.002),
+            compiler::onnx::proto::TensorProto::from_i64("shape", &[2], &[16, 128]),
+            ramp("W2", &[128, 8], 0.25, -0.001),
+        ],
+    )));
+    compiler::interp::fold_constants(&mut g);
+    let inputs = compiler::run::random_inputs(&g, 19);
+    let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    assert!(
+        r.compiled
+            .regions
+            .iter()
+            .all(|(n, _)| !n.starts_with("Transpose")),
+        "{:?}",
+        r.compiled.regions
+    );
+    onnx_util::run_everywhere(&g, 19, "heads joined in place", &[]);
+}

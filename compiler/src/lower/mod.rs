@@ -163,15 +163,24 @@ struct Home {
     cols: i64,
     /// Elements between rows: the row length, or more so rows start aligned.
     pitch: i64,
+    /// Rows in batches of `.0`, each `.1` elements after the one before,
+    /// rows within a batch `pitch` apart: a product's result written
+    /// straight into the layout of the transpose that reads it (see
+    /// [`Lowerer::transposed_products`]). A tile never spans two batches.
+    batch: Option<(i64, i64)>,
 }
 
 impl Home {
     fn tile(&self, r: i64, c: i64, h: i64, w: i64) -> MemTile {
+        let start = match self.batch {
+            Some((rows, stride)) => (r % rows) * self.pitch + (r / rows) * stride + c,
+            None => r * self.pitch + c,
+        };
         MemTile {
             mem: self.mem,
             dtype: self.dtype,
             base: self.base,
-            offset: ((r * self.pitch + c) as u64) * self.dtype.bytes(),
+            offset: (start as u64) * self.dtype.bytes(),
             rows: h,
             cols: w,
             pitch: self.pitch,
@@ -259,6 +268,8 @@ struct Lowerer<'a> {
     /// Transposes read only by one-row products that take the matrix
     /// untransposed ([`Lowerer::vector_dots`]): not lowered.
     dot_transposes: std::collections::HashSet<usize>,
+    /// [`Lowerer::transposed_products`].
+    transposed: Vec<(usize, ValueId)>,
     /// Buffers holding values kept on chip across regions, and the last
     /// node reading each.
     kept_until: HashMap<usize, usize>,
@@ -572,6 +583,7 @@ fn compile_once(
         attentions: Vec::new(),
         row_groups: Vec::new(),
         dot_transposes: Default::default(),
+        transposed: Vec::new(),
         kept_until: HashMap::new(),
         lowering_node: 0,
         residency_blocked: None,
@@ -602,6 +614,7 @@ fn compile_once(
     }
     l.contractions = ops::contractions(&l.e);
     l.dot_transposes = l.dot_transposes();
+    l.transposed = Lowerer::transposed_products(g);
     l.evicted = evicted;
     let front = (|| {
         l.layout()?;
@@ -642,6 +655,7 @@ impl Lowerer<'_> {
             rows,
             cols,
             pitch,
+            batch: None,
         }
     }
 
@@ -698,7 +712,17 @@ impl Lowerer<'_> {
                 self.homes.insert(v, home);
             }
         }
-        let kept = self.residency(&alias)?;
+        let mut kept = self.residency(&alias)?;
+        // A product writes into its transpose's layout where that is kept
+        // on chip, or where its result would not be (a round trip through
+        // home saved); not from a result kept on chip to a layout at home
+        // (the copy reads on chip, and measured faster than the product's
+        // strided stores to home).
+        self.transposed
+            .retain(|&(t, x)| kept.contains_key(&g.nodes[t].outputs[0]) || !kept.contains_key(&x));
+        for &(_, x) in &self.transposed {
+            kept.remove(&x);
+        }
         for v in order {
             if g.constants.contains_key(&v) || self.homes.contains_key(&v) {
                 continue;
@@ -739,6 +763,32 @@ impl Lowerer<'_> {
                 );
                 continue;
             }
+            if let Some(&(mem, until)) = kept.get(&v)
+                && let Some((tokens, width)) = self.token_rows(v, self.info.pitch_granule.max(1))
+            {
+                // Rows of tokens, dense: `[S * H, D]` is `[S, H * D]`.
+                let t = self
+                    .e
+                    .shared_buffer(mem, self.act, tokens, width, Pad::Aligned);
+                if let Base::Buf(b) = t.base {
+                    self.kept_until.insert(b, until);
+                }
+                if t.pitch == width {
+                    self.homes.insert(
+                        v,
+                        Home {
+                            mem,
+                            base: t.base,
+                            dtype: self.act,
+                            rows,
+                            cols,
+                            pitch: cols,
+                            batch: None,
+                        },
+                    );
+                    continue;
+                }
+            }
             if let Some(&(mem, until)) = kept.get(&v) {
                 let dtype = self.product_operand_dtype(v, mem).unwrap_or(self.act);
                 let t = self.e.shared_buffer(mem, dtype, rows, cols, Pad::Aligned);
@@ -754,6 +804,7 @@ impl Lowerer<'_> {
                         rows,
                         cols,
                         pitch: t.pitch,
+                        batch: None,
                     },
                 );
                 continue;
@@ -770,7 +821,83 @@ impl Lowerer<'_> {
             let home = self.new_home(rows, cols, dtype);
             self.homes.insert(v, home);
         }
+        // Products written straight into the layout of their transpose.
+        for &(t, x) in &self.transposed {
+            let y = g.nodes[t].outputs[0];
+            let (Some(hy), shape) = (self.homes.get(&y).cloned(), g.ty(x).shape.clone()) else {
+                continue;
+            };
+            let r = shape.len();
+            let (heads, rows) = (shape[r - 3] as i64, shape[r - 2] as i64);
+            self.homes.insert(
+                x,
+                Home {
+                    rows: heads * rows,
+                    cols: shape[r - 1] as i64,
+                    pitch: heads * hy.pitch,
+                    batch: Some((rows, hy.pitch)),
+                    ..hy
+                },
+            );
+        }
         Ok(())
+    }
+
+    /// For the result `y` (`[1, S, H, D]`) of a transpose its product
+    /// writes in place ([`Self::transposed_products`]): `(S, H * D)`, where
+    /// `H * D` is a multiple of `granule`, so that `y` can be kept on chip
+    /// as `S` dense rows of tokens, which its views `[S, H * D]` read.
+    fn token_rows(&self, y: ValueId, granule: i64) -> Option<(i64, i64)> {
+        let g = self.g;
+        self.transposed
+            .iter()
+            .find(|&&(t, _)| g.nodes[t].outputs[0] == y)?;
+        let shape = &g.ty(y).shape;
+        let r = shape.len();
+        let (tokens, width) = (shape[r - 3] as i64, (shape[r - 2] * shape[r - 1]) as i64);
+        (width % granule.max(1) == 0).then_some((tokens, width))
+    }
+
+    /// Products whose result only a transpose swapping the two dimensions
+    /// before the last reads (`[1, H, S, D]` to `[1, S, H, D]`: attention's
+    /// context back to rows of tokens): the product writes its result
+    /// straight into the transpose's layout (a home in batches of `S` rows,
+    /// [`Home::batch`]) and the transpose is not lowered. `(transpose node,
+    /// product result)`.
+    fn transposed_products(g: &Graph) -> Vec<(usize, ValueId)> {
+        let mut out = Vec::new();
+        for (ti, t) in g.nodes.iter().enumerate() {
+            let Op::Transpose { perm } = &t.op else {
+                continue;
+            };
+            let r = perm.len();
+            let swaps = r >= 3
+                && perm.iter().enumerate().all(|(i, p)| {
+                    *p == if i == r - 3 {
+                        r - 2
+                    } else if i == r - 2 {
+                        r - 3
+                    } else {
+                        i
+                    }
+                });
+            let x = t.inputs[0];
+            let shape = &g.ty(x).shape;
+            let product = g
+                .nodes
+                .iter()
+                .any(|n| matches!(n.op, Op::MatMul) && n.outputs.first() == Some(&x));
+            let only_reader = g.nodes.iter().filter(|n| n.inputs.contains(&x)).count() == 1;
+            if swaps
+                && product
+                && only_reader
+                && !g.outputs.contains(&x)
+                && shape[..r - 3].iter().product::<usize>() == 1
+            {
+                out.push((ti, x));
+            }
+        }
+        out
     }
 
     /// The type the matrix products reading `v` want their operands in (in
@@ -890,12 +1017,16 @@ impl Lowerer<'_> {
         let out_root = |v: ValueId| {
             g.outputs.contains(&v) || alias.iter().any(|(a, r)| *r == v && g.outputs.contains(a))
         };
-        // A view with other columns than a padded root would need a copy.
+        // A view with other columns than a padded root would need a copy;
+        // but a transpose's result written by its product in place is laid
+        // out as its rows of tokens ([`Self::token_rows`]).
         let mut excluded: std::collections::HashSet<ValueId> = alias
             .iter()
             .filter(|(a, r)| {
                 let c = view(&g.ty(**r).shape).1;
-                view(&g.ty(**a).shape).1 != c && machine::rup(c, granule) != c
+                view(&g.ty(**a).shape).1 != c
+                    && machine::rup(c, granule) != c
+                    && self.token_rows(**r, granule).is_none()
             })
             .map(|(_, r)| *r)
             .collect();
@@ -1310,6 +1441,8 @@ impl Lowerer<'_> {
                 }
                 // Read untransposed by its one-row products (or lowered there).
                 Op::Transpose { .. } if self.dot_transposes.contains(&ni) => continue,
+                // Its product wrote its result in place.
+                Op::Transpose { .. } if self.transposed.iter().any(|&(t, _)| t == ni) => continue,
                 Op::Transpose { perm } => {
                     let before = self.e.code.len();
                     self.transpose(n, perm).map_err(|e| Self::at_node(n, e))?;
@@ -2073,6 +2206,7 @@ impl Lowerer<'_> {
             rows,
             cols,
             pitch,
+            batch: None,
         }
     }
 

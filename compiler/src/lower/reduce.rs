@@ -340,6 +340,7 @@ impl Lowerer<'_> {
                 rows: h,
                 cols: src.cols,
                 pitch: buf.pitch,
+                batch: None,
             };
             Ok((home, t))
         };
@@ -644,6 +645,7 @@ impl Lowerer<'_> {
                     rows: src.rows,
                     cols: src.cols,
                     pitch: buf.pitch,
+                    batch: None,
                 }))
             }
             _ => {
