@@ -516,38 +516,8 @@ impl Lowerer<'_> {
         (gr, gc): (i64, i64),
         wb: i64,
     ) -> Result<RegTile, LowerError> {
-        let Place::Reg(dfile) = f.dst.place else {
-            return Err(err("not a register form"));
-        };
-        let tries: Vec<Try> = match f.shape {
-            Shape::Rows => [h, gr]
-                .into_iter()
-                .flat_map(|rows| {
-                    [wb, gc]
-                        .into_iter()
-                        .map(move |dc| (vec![rows, dc], vec![rows, w], vec![rows, dc, w], false))
-                })
-                .collect(),
-            Shape::Lanes => vec![
-                (vec![wb], vec![w], vec![wb, w], false),
-                (vec![gc], vec![w], vec![gc, w], false),
-            ],
-            _ => Vec::new(),
-        };
-        let d = self.e.vreg(dfile);
-        for (ds, as_, ext, _) in tries {
-            let (dt, dr) = super::emit::Emitter::reg_tensor(dfile, f.dst.dtype, d, ds);
-            let (at, ar) = Val::Reg(x.clone()).tensor(as_);
-            let op = red_op(reduce_op(kind), f.shape, dt, at, ext);
-            if self.e.emit(&op, &[dr, ar], Some(f.inst)).is_ok() {
-                return Ok(RegTile {
-                    file: dfile,
-                    dtype: f.dst.dtype,
-                    reg: d,
-                    rows: h,
-                    cols: wb,
-                });
-            }
+        if let Ok(r) = self.reduce_into(f, kind, x, (h, w), gr, &[wb, gc]) {
+            return Ok(RegTile { cols: wb, ..r });
         }
         let Val::Reg(col) = self.reduce_reg(f, kind, x, h, w, (gr, gc)).map_err(err)? else {
             return Err(err("a row reduction left no register"));
@@ -565,23 +535,38 @@ impl Lowerer<'_> {
         w: i64,
         (gr, gc): (i64, i64),
     ) -> Result<Val, String> {
+        let r = self.reduce_into(f, kind, x, (h, w), gr, &[1, w, gc])?;
+        Ok(Val::Reg(RegTile { cols: 1, ..r }))
+    }
+
+    /// Register `x` (`h` x `w`) reduced across its lanes by form `f` into a
+    /// new register, its result as wide as the first of `cols` the
+    /// instruction takes (one column, or broadcast along the lanes).
+    fn reduce_into(
+        &mut self,
+        f: &Form,
+        kind: ReduceKind,
+        x: &RegTile,
+        (h, w): (i64, i64),
+        gr: i64,
+        cols: &[i64],
+    ) -> Result<RegTile, String> {
         let Place::Reg(dfile) = f.dst.place else {
             return Err("not a register form".to_owned());
         };
-        let op = reduce_op(kind);
         let tries: Vec<Try> = match f.shape {
             Shape::Rows => [h, gr]
                 .into_iter()
                 .flat_map(|rows| {
-                    [1, w, gc]
-                        .into_iter()
-                        .map(move |dc| (vec![rows, dc], vec![rows, w], vec![rows, dc, w], false))
+                    cols.iter()
+                        .map(move |&dc| (vec![rows, dc], vec![rows, w], vec![rows, dc, w], false))
                 })
                 .collect(),
-            Shape::Lanes => vec![
-                (vec![w], vec![w], vec![w, w], false),
-                (vec![gc], vec![w], vec![gc, w], false),
-            ],
+            Shape::Lanes => cols
+                .iter()
+                .filter(|&&dc| dc != 1 || w == 1)
+                .map(|&dc| (vec![dc], vec![w], vec![dc, w], false))
+                .collect(),
             _ => return Err("not a register row reduction".to_owned()),
         };
         let d = self.e.vreg(dfile);
@@ -589,18 +574,19 @@ impl Lowerer<'_> {
         for (ds, as_, ext, _) in tries {
             let (dt, dr) = super::emit::Emitter::reg_tensor(dfile, f.dst.dtype, d, ds);
             let (at, ar) = Val::Reg(x.clone()).tensor(as_);
-            match self
-                .e
-                .emit(&red_op(op, f.shape, dt, at, ext), &[dr, ar], Some(f.inst))
-            {
+            match self.e.emit(
+                &red_op(reduce_op(kind), f.shape, dt, at, ext),
+                &[dr, ar],
+                Some(f.inst),
+            ) {
                 Ok(_) => {
-                    return Ok(Val::Reg(RegTile {
+                    return Ok(RegTile {
                         file: dfile,
                         dtype: f.dst.dtype,
                         reg: d,
                         rows: h,
-                        cols: 1,
-                    }));
+                        cols: w,
+                    });
                 }
                 Err(e) => last = e,
             }
