@@ -327,3 +327,34 @@ fn heads_joined_by_a_transpose_are_written_in_place_by_their_product() {
     );
     onnx_util::run_everywhere(&g, 19, "heads joined in place", &[]);
 }
+
+#[test]
+fn a_product_by_a_transposed_computed_matrix_reads_it_untransposed() {
+    // Prefill scores q · kᵀ (16 rows per head): vliw-systolic has a matrix
+    // pass that reads B as rows of N (`mmul_t`), so k's rows are read as
+    // they are and the transpose is not lowered (no transpose-unit work).
+    let t = targets::by_name("vliw-systolic").expect("shipped");
+    let scale = NodeProto::new("Mul", "k2", &["k", "two"], &["k2"]);
+    let tr = NodeProto::new("Transpose", "kt", &["k2"], &["kt"])
+        .with(AttributeProto::ints("perm", &[0, 2, 1]));
+    let mm = NodeProto::new("MatMul", "scores", &["q", "kt"], &["y"]);
+    let mut g = import_ok(&encode(graph(
+        vec![scale, tr, mm],
+        vec![input("q", &[4, 16, 32]), input("k", &[4, 24, 32])],
+        &["y"],
+        vec![ramp("two", &[1], 2.0, 0.0)],
+    )));
+    compiler::interp::fold_constants(&mut g);
+    let inputs = compiler::run::random_inputs(&g, 23);
+    let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    let xposes = r
+        .compiled
+        .insts
+        .iter()
+        .filter(|i| t.machine().instructions[i.inst.index()].name == "xpose")
+        .count();
+    assert_eq!(xposes, 0, "{:?}", r.compiled.regions);
+    assert!(mxu_ops(t, &r) > 0);
+    onnx_util::run_everywhere(&g, 23, "q · kᵀ read untransposed", &[]);
+}

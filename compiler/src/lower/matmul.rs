@@ -92,6 +92,10 @@ impl Lowerer<'_> {
         let g = self.g;
         let (a, b) = (n.inputs[0], n.inputs[1]);
         let (sa, sb, so) = (&g.ty(a).shape, &g.ty(b).shape, &g.ty(n.outputs[0]).shape);
+        // `B` made by a transpose that was not lowered: its input holds `B`
+        // as rows of `N`, for a form that reads `B` transposed.
+        let b_rows_n = self.b_transpose_of(b);
+        let b_data = b_rows_n.map_or(b, |t| g.nodes[t].inputs[0]);
         if sa.len() < 2 || sb.len() < 2 {
             return Err(Self::node_err(
                 n,
@@ -109,7 +113,7 @@ impl Lowerer<'_> {
                 .collect()
         };
         let a_batch = offsets(sa, m);
-        let b_batch = offsets(sb, k);
+        let b_batch = offsets(sb, if b_rows_n.is_some() { nn } else { k });
         let a_const = g.constants.contains_key(&a);
         let b_const = g.constants.contains_key(&b);
         // Column-first streams `A` from home once per column block to keep
@@ -135,8 +139,15 @@ impl Lowerer<'_> {
                 why.push(format!("`{name}` reads A transposed"));
                 continue;
             }
-            if !b_const && c.b_dims.first() == Some(&Role::N) {
+            let reads_bt = c.b_dims.first() == Some(&Role::N) && c.b_dims.len() == 2;
+            if !b_const && reads_bt && b_rows_n.is_none() {
                 why.push(format!("`{name}` reads B transposed and B is computed"));
+                continue;
+            }
+            if b_rows_n.is_some() && !reads_bt {
+                why.push(format!(
+                    "`{name}` reads B as rows of K, and B is held as rows of N"
+                ));
                 continue;
             }
             let Some(locs) = c.locs(&self.e) else {
@@ -257,7 +268,7 @@ impl Lowerer<'_> {
                         k,
                         n: nn,
                         a,
-                        b,
+                        b: b_data,
                         a_batch: a_batch.clone(),
                         b_batch: b_batch.clone(),
                         decomposed: None,
@@ -342,6 +353,12 @@ impl Lowerer<'_> {
         }
         if let Some((_, p)) = best.filter(|_| tiling != Tiling::Decomposed) {
             return Ok(p);
+        }
+        if b_rows_n.is_some() {
+            return Err(Self::node_err(
+                n,
+                "no contraction reads B transposed for this product",
+            ));
         }
         // Decomposition: C[m, :] = Σ_k A[m, k] · B[k, :] with a vector times a
         // scalar and a vector add, where the machine has them.
@@ -1029,7 +1046,12 @@ impl Lowerer<'_> {
                 .get(&v)
                 .cloned()
                 .ok_or_else(|| err("operand without a home"))?;
-            let (hr, hc) = if is_a { (p.m, p.k) } else { (p.k, p.n) };
+            // A computed `B` read transposed is held as rows of `N`.
+            let (hr, hc) = match (is_a, transposed) {
+                (true, _) => (p.m, p.k),
+                (false, false) => (p.k, p.n),
+                (false, true) => (p.n, p.k),
+            };
             home.tile(batch_row0, 0, hr, hc)
         };
         if shape.len() == 1 && rows != 1 && cols != 1 {

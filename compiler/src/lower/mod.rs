@@ -270,6 +270,12 @@ struct Lowerer<'a> {
     dot_transposes: std::collections::HashSet<usize>,
     /// [`Lowerer::transposed_products`].
     transposed: Vec<(usize, ValueId)>,
+    /// Transposes read only as `B` of products of several rows, which read
+    /// the transpose's input by a form taking `B` transposed instead: not
+    /// lowered ([`Lowerer::b_transposes`]).
+    b_transposes: std::collections::HashSet<usize>,
+    /// Those lowered after all (a product could not read the input so).
+    lowered_transposes: std::collections::HashSet<usize>,
     /// Buffers holding values kept on chip across regions, and the last
     /// node reading each.
     kept_until: HashMap<usize, usize>,
@@ -584,6 +590,8 @@ fn compile_once(
         row_groups: Vec::new(),
         dot_transposes: Default::default(),
         transposed: Vec::new(),
+        b_transposes: Default::default(),
+        lowered_transposes: Default::default(),
         kept_until: HashMap::new(),
         lowering_node: 0,
         residency_blocked: None,
@@ -615,6 +623,7 @@ fn compile_once(
     l.contractions = ops::contractions(&l.e);
     l.dot_transposes = l.dot_transposes();
     l.transposed = Lowerer::transposed_products(g);
+    l.b_transposes = l.b_transposes();
     l.evicted = evicted;
     let front = (|| {
         l.layout()?;
@@ -858,6 +867,90 @@ impl Lowerer<'_> {
         (width % granule.max(1) == 0).then_some((tokens, width))
     }
 
+    /// Transposes swapping the last two dimensions of a computed value and
+    /// read only as `B` by products of several rows, where some
+    /// contraction reads `B` transposed (stored `N` x `K`) from on-chip
+    /// memory: those products read the transpose's input instead.
+    fn b_transposes(&self) -> std::collections::HashSet<usize> {
+        use ops::Role;
+        let g = self.g;
+        let mut out = std::collections::HashSet::new();
+        let takes_bt = self.contractions.iter().any(|c| {
+            c.b_dims.len() == 2
+                && c.b_dims[0] == Role::N
+                && c.locs(&self.e)
+                    .is_some_and(|l| l[2].place != Place::Mem(self.info.home))
+        });
+        if !takes_bt {
+            return out;
+        }
+        for (ti, t) in g.nodes.iter().enumerate() {
+            let Op::Transpose { perm } = &t.op else {
+                continue;
+            };
+            let r = perm.len();
+            let swaps_last_two = r >= 2
+                && perm[..r - 2].iter().enumerate().all(|(i, p)| i == *p)
+                && perm[r - 2] == r - 1
+                && perm[r - 1] == r - 2;
+            let y = t.outputs[0];
+            if !swaps_last_two
+                || g.constants.contains_key(&t.inputs[0])
+                || g.outputs.contains(&y)
+                || self.dot_transposes.contains(&ti)
+            {
+                continue;
+            }
+            // Its readers, through views of the same shape.
+            let mut names = vec![y];
+            let mut readers: Vec<&crate::ir::Node> = Vec::new();
+            let mut k = 0;
+            while k < names.len() {
+                let v = names[k];
+                for n in g.nodes.iter().filter(|n| n.inputs.contains(&v)) {
+                    if same_shape_view(n) && !g.outputs.contains(&n.outputs[0]) {
+                        names.push(n.outputs[0]);
+                    } else {
+                        readers.push(n);
+                    }
+                }
+                k += 1;
+            }
+            let several_rows = |n: &&crate::ir::Node| {
+                let sa = &g.ty(n.inputs[0]).shape;
+                sa.len() >= 2 && sa[sa.len() - 2] > 1
+            };
+            if !readers.is_empty()
+                && readers.iter().all(|n| {
+                    matches!(n.op, Op::MatMul)
+                        && names.contains(&n.inputs[1])
+                        && !names.contains(&n.inputs[0])
+                        && several_rows(n)
+                })
+            {
+                out.insert(ti);
+            }
+        }
+        out
+    }
+
+    /// The transpose in [`Self::b_transposes`] (not lowered after all) that
+    /// makes `b`, through views of the same shape.
+    fn b_transpose_of(&self, b: ValueId) -> Option<usize> {
+        let g = self.g;
+        let mut v = b;
+        loop {
+            let p = g.nodes.iter().position(|x| x.outputs.first() == Some(&v))?;
+            if self.b_transposes.contains(&p) {
+                return (!self.lowered_transposes.contains(&p)).then_some(p);
+            }
+            if !same_shape_view(&g.nodes[p]) {
+                return None;
+            }
+            v = g.nodes[p].inputs[0];
+        }
+    }
+
     /// Products whose result only a transpose swapping the two dimensions
     /// before the last reads (`[1, H, S, D]` to `[1, S, H, D]`: attention's
     /// context back to rows of tokens): the product writes its result
@@ -1041,6 +1134,7 @@ impl Lowerer<'_> {
             .iter()
             .flat_map(|r| r.inner(g))
             .chain(self.dot_transposes.iter().map(|&t| g.nodes[t].outputs[0]))
+            .chain(self.b_transposes.iter().map(|&t| g.nodes[t].outputs[0]))
             .collect();
         let candidate = |v: ValueId| {
             !excluded.contains(&v)
@@ -1441,6 +1535,7 @@ impl Lowerer<'_> {
                 }
                 // Read untransposed by its one-row products (or lowered there).
                 Op::Transpose { .. } if self.dot_transposes.contains(&ni) => continue,
+                Op::Transpose { .. } if self.b_transposes.contains(&ni) => continue,
                 // Its product wrote its result in place.
                 Op::Transpose { .. } if self.transposed.iter().any(|&(t, _)| t == ni) => continue,
                 Op::Transpose { perm } => {
@@ -1689,6 +1784,43 @@ impl Lowerer<'_> {
                 }
             }
         }
+        // B made by a transpose that was not lowered: read as its rows of `N`
+        // by a form taking B transposed; failing that, the transpose is
+        // lowered here and the product goes on as any.
+        if let Some(ti) = self.b_transpose_of(root.inputs[1]) {
+            let cp = self.e.checkpoint();
+            let data = self.data.len();
+            let packed = (self.packed.clone(), self.packed_panels.clone());
+            let space = self.space.len();
+            match self.matmul_tiles(root, &plan, root_input, out, &out_home) {
+                Ok(()) => return Ok(()),
+                Err(_) => {
+                    self.e.rollback(cp);
+                    self.data.truncate(data);
+                    (self.packed, self.packed_panels) = packed;
+                    self.space.truncate(space);
+                    self.lowered_transposes.insert(ti);
+                    let t = &g.nodes[ti];
+                    let Op::Transpose { perm } = &t.op else {
+                        return Err(err("not a transpose"));
+                    };
+                    self.transpose(t, perm).map_err(|e| Self::at_node(t, e))?;
+                }
+            }
+        }
+        self.matmul_tiles(root, &plan, root_input, out, &out_home)
+    }
+
+    /// The tile loop of a product's region, trying tilings and mappings (see
+    /// [`Self::region`]).
+    fn matmul_tiles(
+        &mut self,
+        root: &crate::ir::Node,
+        plan: &[(Ew, Option<Operand>, bool)],
+        root_input: Option<ValueId>,
+        out: ValueId,
+        out_home: &Home,
+    ) -> Result<(), LowerError> {
         // Tiles of the exact matrix size may leave operand rows the machine's
         // copies cannot align; whole aligned tiles (zero-padded) can; failing
         // that, the decomposed product. Where the best mapping by estimate
@@ -1738,7 +1870,7 @@ impl Lowerer<'_> {
                 let bufs = self.e.bufs.len();
                 let space = p.space.clone();
                 let result = self
-                    .region_tiles(&Some(p), &plan, root_input, out, &out_home)
+                    .region_tiles(&Some(p), plan, root_input, out, out_home)
                     .and_then(|()| self.fits_on_chip(bufs));
                 match result {
                     Ok(()) => {
@@ -2399,6 +2531,16 @@ pub fn print_virtual(m: &Machine, vi: &regalloc::VInst) -> String {
 /// bytes (integers are held in floating-point containers): the same type; an
 /// integer widened or made floating-point; or values known to be integers
 /// made integer.
+/// An Identity, or a Transpose that keeps every dimension: its output is
+/// its input, same shape.
+fn same_shape_view(n: &crate::ir::Node) -> bool {
+    match &n.op {
+        Op::Identity => true,
+        Op::Transpose { perm } => perm.iter().enumerate().all(|(i, p)| i == *p),
+        _ => false,
+    }
+}
+
 fn cast_is_view(g: &Graph, n: &crate::ir::Node) -> bool {
     use crate::ir::ElemType::{I8, I32, I64, U8};
     let (Op::Cast { to }, Some(&x)) = (&n.op, n.inputs.first()) else {
