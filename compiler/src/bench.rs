@@ -44,6 +44,7 @@ pub const SWITCHES: &[Switch] = &[
     ("broadcast_rows", |o| o.broadcast_rows = false),
     ("vector_gemv", |o| o.vector_gemv = false),
     ("fuse_rows", |o| o.fuse_rows = false),
+    ("layout_fusion", |o| o.layout_fusion = false),
 ];
 
 /// Which set of workloads to run.

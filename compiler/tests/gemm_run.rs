@@ -325,6 +325,28 @@ fn heads_joined_by_a_transpose_are_written_in_place_by_their_product() {
         "{:?}",
         r.compiled.regions
     );
+    // `--no-layout-fusion`: the transpose is a pass of its own again.
+    let off = compiler::run::run_with(
+        t,
+        t.machine(),
+        &g,
+        &inputs,
+        None,
+        compiler::lower::Options {
+            layout_fusion: false,
+            ..Default::default()
+        },
+    )
+    .expect("runs");
+    assert!(off.checks.iter().all(|c| c.ok), "{:?}", off.checks);
+    assert!(
+        off.compiled
+            .regions
+            .iter()
+            .any(|(n, _)| n.starts_with("Transpose")),
+        "{:?}",
+        off.compiled.regions
+    );
     onnx_util::run_everywhere(&g, 19, "heads joined in place", &[]);
 }
 

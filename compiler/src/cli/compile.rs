@@ -192,6 +192,12 @@ pub struct OptArgs {
     /// per group that reads each row once and keeps the rest in registers.
     #[arg(long)]
     no_fuse_rows: bool,
+    /// Write values as they are computed (f32, in their own layout), and
+    /// convert or transpose them in separate passes, instead of in the type
+    /// and layout their matrix products read (bf16 operands, a product's
+    /// result in place of its transpose, a transposed B read as it is).
+    #[arg(long)]
+    no_layout_fusion: bool,
 }
 
 impl OptArgs {
@@ -210,6 +216,7 @@ impl OptArgs {
             broadcast_rows: !self.no_broadcast_rows,
             vector_gemv: !self.no_vector_gemv,
             fuse_rows: !self.no_fuse_rows,
+            layout_fusion: !self.no_layout_fusion,
         }
     }
 }

@@ -393,6 +393,13 @@ pub struct Options {
     /// ([`rows`]), instead of a region per reduction and per chain. Needs
     /// [`Options::broadcast_rows`].
     pub fuse_rows: bool,
+    /// Values are written in the layout and type their consumers read:
+    /// kept values read only by matrix products stored in the products'
+    /// operand type; a product's result read only by the transpose back to
+    /// rows of tokens written in place of it; a transposed computed `B`
+    /// read untransposed by a form taking `B` as rows of `N`. Without it,
+    /// conversions and transposes are separate passes.
+    pub layout_fusion: bool,
 }
 
 impl Default for Options {
@@ -410,6 +417,7 @@ impl Default for Options {
             broadcast_rows: true,
             vector_gemv: true,
             fuse_rows: true,
+            layout_fusion: true,
         }
     }
 }
@@ -622,8 +630,10 @@ fn compile_once(
     }
     l.contractions = ops::contractions(&l.e);
     l.dot_transposes = l.dot_transposes();
-    l.transposed = Lowerer::transposed_products(g);
-    l.b_transposes = l.b_transposes();
+    if opts.layout_fusion {
+        l.transposed = Lowerer::transposed_products(g);
+        l.b_transposes = l.b_transposes();
+    }
     l.evicted = evicted;
     let front = (|| {
         l.layout()?;
@@ -1002,6 +1012,9 @@ impl Lowerer<'_> {
     /// where that is the activation type.
     fn product_operand_dtype(&self, v: ValueId, mem: MemId) -> Option<DType> {
         let g = self.g;
+        if !self.opts.layout_fusion {
+            return None;
+        }
         let made_by_copy = g.nodes.iter().any(|n| {
             n.outputs.first() == Some(&v)
                 && matches!(&n.op, Op::Transpose { perm } if perm.last() == Some(&(perm.len() - 1)))
