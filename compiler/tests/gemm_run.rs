@@ -141,6 +141,19 @@ fn mxu_ops(t: &targets::Target, r: &compiler::run::RunResult) -> usize {
         .count()
 }
 
+/// `g` compiled with `opts` and run on vliw-systolic; its outputs must match.
+fn run_matching(
+    g: &compiler::ir::Graph,
+    seed: u64,
+    opts: compiler::lower::Options,
+) -> compiler::run::RunResult {
+    let t = targets::by_name("vliw-systolic").expect("shipped");
+    let inputs = compiler::run::random_inputs(g, seed);
+    let r = compiler::run::run_with(t, t.machine(), g, &inputs, None, opts).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    r
+}
+
 #[test]
 fn a_row_times_constant_weights_runs_on_the_vector_unit_and_matches() {
     let t = targets::by_name("vliw-systolic").expect("shipped");
@@ -238,24 +251,17 @@ fn one_row_per_batch_times_a_transposed_matrix_takes_dot_products_with_its_rows(
     };
     for n in [37, 300] {
         let g = scores(n);
-        let inputs = compiler::run::random_inputs(&g, 11);
-        let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
-        assert!(r.checks.iter().all(|c| c.ok), "{n}: {:?}", r.checks);
+        let r = run_matching(&g, 11, compiler::lower::Options::default());
         assert_eq!(count(&r, "xpose"), 0, "{n}: k was transposed");
         assert_eq!(mxu_ops(t, &r), 0, "{n}: the scores went to the matrix unit");
-        let off = compiler::run::run_with(
-            t,
-            t.machine(),
+        let off = run_matching(
             &g,
-            &inputs,
-            None,
+            11,
             compiler::lower::Options {
                 vector_gemv: false,
                 ..Default::default()
             },
-        )
-        .expect("runs");
-        assert!(off.checks.iter().all(|c| c.ok), "{n}: {:?}", off.checks);
+        );
         assert!(count(&off, "xpose") > 0, "{n}: without it, k is transposed");
     }
     onnx_util::run_everywhere(&scores(37), 13, "dot products", &[]);
@@ -297,7 +303,6 @@ fn heads_joined_by_a_transpose_are_written_in_place_by_their_product() {
     // [16, 32] x [32, 32]; transposed to [16 tokens, 4 heads, 32] and viewed
     // as [16, 128] for the next product. The product writes each head's
     // columns of the token rows directly: no transpose is lowered.
-    let t = targets::by_name("vliw-systolic").expect("shipped");
     let mm = NodeProto::new("MatMul", "ctx", &["x", "W"], &["c"]);
     let tr = NodeProto::new("Transpose", "ctx.t", &["c"], &["ct"])
         .with(AttributeProto::ints("perm", &[0, 2, 1, 3]));
@@ -314,9 +319,7 @@ fn heads_joined_by_a_transpose_are_written_in_place_by_their_product() {
         ],
     )));
     compiler::interp::fold_constants(&mut g);
-    let inputs = compiler::run::random_inputs(&g, 19);
-    let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
-    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    let r = run_matching(&g, 19, compiler::lower::Options::default());
     assert!(
         r.compiled
             .regions
@@ -326,19 +329,14 @@ fn heads_joined_by_a_transpose_are_written_in_place_by_their_product() {
         r.compiled.regions
     );
     // `--no-layout-fusion`: the transpose is a pass of its own again.
-    let off = compiler::run::run_with(
-        t,
-        t.machine(),
+    let off = run_matching(
         &g,
-        &inputs,
-        None,
+        19,
         compiler::lower::Options {
             layout_fusion: false,
             ..Default::default()
         },
-    )
-    .expect("runs");
-    assert!(off.checks.iter().all(|c| c.ok), "{:?}", off.checks);
+    );
     assert!(
         off.compiled
             .regions

@@ -286,7 +286,7 @@ fn a_write_standing_in_for_many_readers_follows_them_all() {
     );
     let t = targets::by_name("vliw-systolic").expect("target");
     let m = t.machine();
-    let mut q = p.clone();
+    let mut q = p;
     q.code = bundles
         .iter()
         .flat_map(|b| target::encode_bundle(t.isa(), m, b).expect("encodes"))

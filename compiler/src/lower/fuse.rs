@@ -57,8 +57,11 @@ fn between(g: &Graph, op: &Op, inputs: &[ValueId]) -> bool {
     }
 }
 
-/// Every attention in `g`.
-pub fn attention(g: &Graph) -> Vec<Attention> {
+/// The nodes reading each value, and the node making each.
+pub(super) type Uses = (HashMap<ValueId, Vec<usize>>, HashMap<ValueId, usize>);
+
+/// [`Uses`] of graph `g`.
+pub(super) fn uses(g: &Graph) -> Uses {
     let mut consumers: HashMap<ValueId, Vec<usize>> = HashMap::new();
     let mut producer: HashMap<ValueId, usize> = HashMap::new();
     for (ni, n) in g.nodes.iter().enumerate() {
@@ -69,6 +72,12 @@ pub fn attention(g: &Graph) -> Vec<Attention> {
             producer.insert(o, ni);
         }
     }
+    (consumers, producer)
+}
+
+/// Every attention in `g`.
+pub fn attention(g: &Graph) -> Vec<Attention> {
+    let (consumers, producer) = uses(g);
     let computed = |v: &ValueId| !g.constants.contains_key(v);
     let mut found = Vec::new();
     for (si, s) in g.nodes.iter().enumerate() {

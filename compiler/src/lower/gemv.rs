@@ -438,10 +438,7 @@ impl Lowerer<'_> {
                 continue;
             };
             let r = perm.len();
-            let swaps_last_two = r >= 2
-                && perm[..r - 2].iter().enumerate().all(|(i, p)| i == *p)
-                && perm[r - 2] == r - 1
-                && perm[r - 1] == r - 2;
+            let swaps_last_two = super::transpose::swaps_last_two(perm);
             let kt = t.outputs[0];
             if !swaps_last_two || g.constants.contains_key(&t.inputs[0]) || g.outputs.contains(&kt)
             {

@@ -898,11 +898,7 @@ impl Lowerer<'_> {
             let Op::Transpose { perm } = &t.op else {
                 continue;
             };
-            let r = perm.len();
-            let swaps_last_two = r >= 2
-                && perm[..r - 2].iter().enumerate().all(|(i, p)| i == *p)
-                && perm[r - 2] == r - 1
-                && perm[r - 1] == r - 2;
+            let swaps_last_two = transpose::swaps_last_two(perm);
             let y = t.outputs[0];
             if !swaps_last_two
                 || g.constants.contains_key(&t.inputs[0])

@@ -105,16 +105,7 @@ fn uniform(g: &Graph, v: ValueId) -> Option<f64> {
 
 /// Every row group of `g` (see the module documentation).
 pub fn row_groups(g: &Graph) -> Vec<RowGroup> {
-    let mut consumers: HashMap<ValueId, Vec<usize>> = HashMap::new();
-    let mut producer: HashMap<ValueId, usize> = HashMap::new();
-    for (ni, n) in g.nodes.iter().enumerate() {
-        for &i in &n.inputs {
-            consumers.entry(i).or_default().push(ni);
-        }
-        for &o in &n.outputs {
-            producer.insert(o, ni);
-        }
-    }
+    let (consumers, producer) = super::fuse::uses(g);
     let float = |v: ValueId| g.ty(v).elem.is_float();
     let computed = |v: &ValueId| !g.constants.contains_key(v);
     let mut taken = vec![false; g.nodes.len()];

@@ -16,10 +16,7 @@ impl Lowerer<'_> {
     ) -> Result<(), LowerError> {
         let g = self.g;
         let rank = perm.len();
-        let swaps_last_two = rank >= 2
-            && perm[..rank - 2].iter().enumerate().all(|(i, p)| i == *p)
-            && perm[rank - 2] == rank - 1
-            && perm[rank - 1] == rank - 2;
+        let swaps_last_two = swaps_last_two(perm);
         let (x, y) = (n.inputs[0], n.outputs[0]);
         let (xin, yout) = (
             self.homes
@@ -264,4 +261,13 @@ impl Lowerer<'_> {
             vec![dr, sr],
         )
     }
+}
+
+/// Whether `perm` swaps the last two dimensions and keeps the others.
+pub(super) fn swaps_last_two(perm: &[usize]) -> bool {
+    let r = perm.len();
+    r >= 2
+        && perm[..r - 2].iter().enumerate().all(|(i, p)| i == *p)
+        && perm[r - 2] == r - 1
+        && perm[r - 1] == r - 2
 }
