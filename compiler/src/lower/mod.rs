@@ -10,6 +10,12 @@
 //! 2. **Regions.** A `MatMul` or an element-wise node starts a region; the
 //!    element-wise nodes that only consume its result follow it as an
 //!    epilogue (fusion), so intermediate tiles never go back to the home memory.
+//!    A layer normalisation, a softmax or a GELU is one region of its own
+//!    ([`rows`]); attention is one region ([`fuse`]). Values passed between
+//!    regions stay on chip where they fit (residency), in the type their
+//!    matrix products read; a product whose result only a transpose back
+//!    to rows of tokens reads writes it in place, and a transposed matrix
+//!    a product can read untransposed is never transposed.
 //! 3. **Tiles.** Each region's output is cut into tiles. A matrix product uses
 //!    a *contraction* instruction found by its semantics
 //!    (`T = Σ cast(X) · cast(Y)`, overwriting or accumulating); its tile sizes
