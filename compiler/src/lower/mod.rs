@@ -37,13 +37,13 @@ mod canon;
 mod copy;
 pub mod emit;
 pub mod fuse;
-mod gemv;
+pub mod gemv;
 pub mod machine;
 pub mod mapping;
 mod matmul;
 pub mod ops;
 mod reduce;
-mod rows;
+pub mod rows;
 mod scalar;
 mod transpose;
 

@@ -1079,7 +1079,7 @@ fn row_load_ops(d: TileTensor, a: &MemTile, rows: i64, cols: i64) -> Vec<(TileOp
 }
 
 /// Whether some register file of a float type loads one row of memory into
-/// every row of a register ([`load_row_broadcast`]).
+/// every row of a register (`load_row_broadcast`).
 pub fn can_broadcast_rows(e: &Emitter) -> bool {
     e.m.regfiles.iter().enumerate().any(|(fi, f)| {
         let file = isa_specs::model::RegFileId(fi as u32);

@@ -16,7 +16,7 @@
 //! group must be read only inside it, and the output must have the full
 //! shape.
 //!
-//! **Lowering** ([`Lowerer::row_group`]). Rows come on chip in bands (the
+//! **Lowering** (`Lowerer::row_group`). Rows come on chip in bands (the
 //! next band's transfer is issued before the current band is computed).
 //! Each block of rows one register holds is loaded once, chunk by chunk of
 //! the register's width; element-wise nodes run chunk by chunk; a reduction
