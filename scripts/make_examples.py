@@ -147,63 +147,82 @@ def layer_norm(x, g, b, eps=1e-5):
 
 
 class Gpt2Block(GraphBuilder):
-    """A GPT-2 transformer block (pre-LayerNorm), as PyTorch exports it at opset 17.
+    """GPT-2 transformer blocks (pre-LayerNorm), as PyTorch exports them at opset 17.
 
     LayerNormalization, the fused QKV projection and Split, heads by Reshape and
     Transpose, scaled dot products, a causal mask by Where, Softmax, the output
     projection and residual, then LayerNormalization, the MLP with GELU (tanh
     form, written out with Pow and Tanh as GPT-2's code does) and the residual.
+    With `layers` > 1 the blocks are chained, their names prefixed `h<i>.`.
     """
 
-    def __init__(self, name, d, heads, seq, seed):
+    def __init__(self, name, d, heads, seq, seed, layers=1):
         super().__init__(name, seed)
-        self.d, self.heads, self.seq = d, heads, seq
+        self.d, self.heads, self.seq, self.layers = d, heads, seq, layers
 
     def weight(self, *shape):
         return (self.rng.standard_normal(shape) * 0.02).astype(np.float32)
 
+    def prefix(self, layer):
+        return f"h{layer}." if self.layers > 1 else ""
+
     def build(self):
+        x = "input"
+        for layer in range(self.layers):
+            out = "output" if layer == self.layers - 1 else f"{self.prefix(layer)}output"
+            x = self.block(x, self.prefix(layer), out)
+        d, H, S = self.d, self.heads, self.seq
+        blocks = f"{self.layers} GPT-2 blocks" if self.layers > 1 else "GPT-2 block"
+        return self.model([1, S, d], [1, S, d], f"{blocks}: d={d}, {H} heads, sequence {S}, causal.")
+
+    def block(self, x, p, out):
         d, H, S = self.d, self.heads, self.seq
         dh = d // H
-        f32 = lambda x: np.array(x, dtype=np.float32)
-        i64 = lambda x: np.array(x, dtype=np.int64)
-        n, c = self.node, self.const
-        ln = lambda x, i: n("LayerNormalization", [x, c(f"ln_{i}.weight", (1 + 0.1 * self.rng.standard_normal(d)).astype(np.float32)), c(f"ln_{i}.bias", self.weight(d))], f"ln_{i}", axis=-1, epsilon=1e-5)
-        linear = lambda x, name, fi, fo: n("Add", [n("MatMul", [x, c(f"{name}.weight", self.weight(fi, fo))], f"{name}.matmul"), c(f"{name}.bias", self.weight(fo))], name)
-        h = ln("input", 1)
+        f32 = lambda v: np.array(v, dtype=np.float32)
+        i64 = lambda v: np.array(v, dtype=np.int64)
+        c = lambda name, array: self.const(p + name, array)
+        n = lambda op, ins, outs, **attrs: self.node(op, ins, [p + o for o in outs] if isinstance(outs, list) else p + outs, **attrs)
+        ln = lambda v, i: n("LayerNormalization", [v, c(f"ln_{i}.weight", (1 + 0.1 * self.rng.standard_normal(d)).astype(np.float32)), c(f"ln_{i}.bias", self.weight(d))], f"ln_{i}", axis=-1, epsilon=1e-5)
+        linear = lambda v, name, fi, fo: n("Add", [n("MatMul", [v, c(f"{name}.weight", self.weight(fi, fo))], f"{name}.matmul"), c(f"{name}.bias", self.weight(fo))], name)
+        h = ln(x, 1)
         qkv = linear(h, "attn.c_attn", d, 3 * d)
         n("Split", [qkv, c("attn.split", i64([d, d, d]))], ["q", "k", "v"], axis=-1)
         heads = c("attn.heads", i64([1, S, H, dh]))
-        q = n("Transpose", [n("Reshape", ["q", heads], "q.heads")], "q.t", perm=[0, 2, 1, 3])
-        k = n("Transpose", [n("Reshape", ["k", heads], "k.heads")], "k.t", perm=[0, 2, 3, 1])
-        v = n("Transpose", [n("Reshape", ["v", heads], "v.heads")], "v.t", perm=[0, 2, 1, 3])
+        q = n("Transpose", [n("Reshape", [p + "q", heads], "q.heads")], "q.t", perm=[0, 2, 1, 3])
+        k = n("Transpose", [n("Reshape", [p + "k", heads], "k.heads")], "k.t", perm=[0, 2, 3, 1])
+        v = n("Transpose", [n("Reshape", [p + "v", heads], "v.heads")], "v.t", perm=[0, 2, 1, 3])
         s = n("Mul", [n("MatMul", [q, k], "attn.scores"), c("attn.scale", f32(1 / np.sqrt(dh)))], "attn.scaled")
         s = n("Where", [c("attn.causal", np.tril(np.ones((S, S), dtype=bool))), s, c("attn.masked", f32(-1e9))], "attn.masked_scores")
-        p = n("Softmax", [s], "attn.probs", axis=-1)
-        o = n("Transpose", [n("MatMul", [p, v], "attn.context")], "attn.context.t", perm=[0, 2, 1, 3])
+        pr = n("Softmax", [s], "attn.probs", axis=-1)
+        o = n("Transpose", [n("MatMul", [pr, v], "attn.context")], "attn.context.t", perm=[0, 2, 1, 3])
         o = n("Reshape", [o, c("attn.merge", i64([1, S, d]))], "attn.merged")
-        x1 = n("Add", ["input", linear(o, "attn.c_proj", d, d)], "residual_1")
+        x1 = n("Add", [x, linear(o, "attn.c_proj", d, d)], "residual_1")
         f = linear(ln(x1, 2), "mlp.c_fc", d, 4 * d)
         cube = n("Mul", [n("Pow", [f, c("gelu.three", f32(3.0))], "gelu.cube"), c("gelu.k", f32(0.044715))], "gelu.cubic")
         t = n("Tanh", [n("Mul", [n("Add", [f, cube], "gelu.poly"), c("gelu.s", f32(np.sqrt(2 / np.pi)))], "gelu.scaled")], "gelu.tanh")
         g = n("Mul", [n("Mul", [f, c("gelu.half", f32(0.5))], "gelu.half_x"), n("Add", [t, c("gelu.one", f32(1.0))], "gelu.one_plus")], "gelu")
-        n("Add", [x1, linear(g, "mlp.c_proj", 4 * d, d)], "output")
-        return self.model([1, S, d], [1, S, d], f"GPT-2 block: d={d}, {H} heads, sequence {S}, causal.")
+        return self.node("Add", [x1, linear(g, "mlp.c_proj", 4 * d, d)], out)
 
     def reference(self, x):
-        w = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in self.w.items()}
+        x = x.astype(np.float64)
+        for layer in range(self.layers):
+            x = self.reference_block(x, self.prefix(layer))
+        return x
+
+    def reference_block(self, x, p):
+        w = {k[len(p):]: v.astype(np.float64) if v.dtype == np.float32 else v
+             for k, v in self.w.items() if k.startswith(p)}
         d, H, S = self.d, self.heads, self.seq
         dh = d // H
-        x = x.astype(np.float64)
         lin = lambda v, name: v @ w[f"{name}.weight"] + w[f"{name}.bias"]
         h = layer_norm(x, w["ln_1.weight"], w["ln_1.bias"])
         q, k, v = np.split(lin(h, "attn.c_attn"), 3, axis=-1)
         split = lambda t: t.reshape(1, S, H, dh).transpose(0, 2, 1, 3)
         s = split(q) @ split(k).transpose(0, 1, 3, 2) / np.sqrt(dh)
         s = np.where(np.tril(np.ones((S, S), dtype=bool)), s, -1e9)
-        p = np.exp(s - s.max(-1, keepdims=True))
-        p /= p.sum(-1, keepdims=True)
-        o = (p @ split(v)).transpose(0, 2, 1, 3).reshape(1, S, d)
+        pr = np.exp(s - s.max(-1, keepdims=True))
+        pr /= pr.sum(-1, keepdims=True)
+        o = (pr @ split(v)).transpose(0, 2, 1, 3).reshape(1, S, d)
         x1 = x + lin(o, "attn.c_proj")
         f = lin(layer_norm(x1, w["ln_2.weight"], w["ln_2.bias"]), "mlp.c_fc")
         g = 0.5 * f * (1 + np.tanh(np.sqrt(2 / np.pi) * (f + 0.044715 * f ** 3)))
@@ -329,8 +348,8 @@ def small_cnn():
     return b, b.build(), (2, 3, 16, 16)
 
 
-def gpt2_block(name, d, heads, seq, seed):
-    b = Gpt2Block(name, d, heads, seq, seed)
+def gpt2_block(name, d, heads, seq, seed, layers=1):
+    b = Gpt2Block(name, d, heads, seq, seed, layers)
     return b, b.build(), (1, seq, d)
 
 
@@ -344,9 +363,11 @@ MODELS = [
     int8_mlp,
 ]
 
-# Too large to commit (28 MB of weights): written with --large, for benchmarks.
+# Too large to commit (28 MB of weights for a block, 340 MB for GPT-2 small's
+# twelve): written with --large, for benchmarks.
 LARGE = [
     lambda: gpt2_block("gpt2_block_full", 768, 12, 128, 6),
+    lambda: gpt2_block("gpt2_small_12", 768, 12, 128, 6, layers=12),
 ]
 
 

@@ -491,7 +491,7 @@ fn within_case_tolerance(got: &Tensor, want: &Tensor, e: &Entry) -> bool {
         && got
             .data
             .iter()
-            .zip(&want.data)
+            .zip(want.data.iter())
             .all(|(g, w)| (g.is_nan() && w.is_nan()) || (g - w).abs() <= e.atol + e.rtol * w.abs())
 }
 
@@ -518,7 +518,7 @@ fn compare_outputs(got: &[Tensor], want: &[(String, Tensor)], e: &Entry) -> Outc
             let at = g
                 .data
                 .iter()
-                .zip(&w.data)
+                .zip(w.data.iter())
                 .position(|(a, b)| a.is_nan() != b.is_nan() || (a - b).abs() >= abs)
                 .unwrap_or(0);
             bad.push(format!(

@@ -3,6 +3,11 @@
 //! scheduling and encoding (everything `tessera compile` does after reading
 //! the file). Figures are in the README.
 //!
+//! With `TESSERA_LARGE=DIR` (the directory `scripts/make_examples.py --large
+//! DIR` writes), also GPT-2 small (`gpt2_small_12`: twelve blocks, sequence
+//! 128, 85 M weights) on vliw-systolic: the compile-latency goal, measured
+//! from the file's bytes to the program's bytes.
+//!
 //! `cargo bench -p compiler --bench compile`.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -33,6 +38,31 @@ fn bench(c: &mut Criterion) {
             });
         }
     }
+    group.finish();
+    large(c);
+}
+
+/// GPT-2 small, from the model file's bytes to the program file's bytes.
+fn large(c: &mut Criterion) {
+    let Some(dir) = std::env::var_os("TESSERA_LARGE") else {
+        return;
+    };
+    let path = Path::new(&dir).join("gpt2_small_12/model.onnx");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let t = targets::by_name("vliw-systolic").expect("shipped");
+    let mut group = c.benchmark_group("compile_large");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20))
+        .warm_up_time(Duration::from_millis(100));
+    group.bench_function("vliw-systolic/gpt2_small_12", |b| {
+        b.iter(|| {
+            let mut g = compiler::onnx::import(&bytes).expect("imports");
+            compiler::interp::fold_constants(&mut g);
+            let c = compiler::lower::compile(t, t.machine(), &g).expect("compiles");
+            c.program.to_bytes().expect("serializes")
+        });
+    });
     group.finish();
 }
 

@@ -33,6 +33,7 @@ use crate::ir::{
     broadcast, infer,
 };
 use std::fmt;
+use std::sync::Arc;
 
 /// Why a graph or an op could not be evaluated.
 #[derive(Clone, Debug, PartialEq)]
@@ -222,7 +223,7 @@ fn gather(
     let inner: usize = data.ty.shape[axis + 1..].iter().product();
     let mut out = Vec::with_capacity(out_ty.numel());
     for o in 0..outer {
-        for &raw in &indices.data {
+        for &raw in indices.data.iter() {
             let i = if raw < 0.0 { raw + dim as f64 } else { raw };
             if !(0.0..dim as f64).contains(&i) {
                 return Err(InterpError::Type {
@@ -274,7 +275,7 @@ pub fn eval_node(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, InterpError
             refuse_bool(op, out_ty.elem)?;
             binary(op, inputs[0], inputs[1], &out_ty)?
         }
-        Op::Identity | Op::Reshape { .. } => inputs[0].data.clone(),
+        Op::Identity | Op::Reshape { .. } => inputs[0].data.to_vec(),
         Op::Transpose { perm } => transpose(inputs[0], perm),
         Op::Cast { to } => inputs[0].data.iter().map(|&x| cast(x, *to)).collect(),
         Op::MatMul => {
@@ -354,7 +355,10 @@ pub fn eval_node(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, InterpError
                 .collect()
         }
     };
-    Ok(vec![Tensor { ty: out_ty, data }])
+    Ok(vec![Tensor {
+        ty: out_ty,
+        data: Arc::new(data),
+    }])
 }
 
 /// Errors unless the data length matches the type (also for shapes whose

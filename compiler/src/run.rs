@@ -369,7 +369,7 @@ pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> (f64, f64, bool) 
     let scale = want.data.iter().fold(0.0f64, |a, x| a.max(x.abs()));
     let mut abs = 0.0f64;
     let mut nan = false;
-    for (g, w) in got.data.iter().zip(&want.data) {
+    for (g, w) in got.data.iter().zip(want.data.iter()) {
         if g.is_nan() != w.is_nan() {
             nan = true;
         } else if !w.is_nan() {

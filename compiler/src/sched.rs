@@ -71,13 +71,61 @@ struct Info {
 }
 
 /// An edge: `to` may issue no earlier than `from`'s issue plus `delay`.
+/// Kept small (16 bytes): a program has millions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Edge {
-    from: usize,
-    to: usize,
-    delay: u64,
+    from: u32,
+    to: u32,
+    delay: u32,
     /// A wait on what `from` signals: the machine enforces it by stalling.
     signal: bool,
+}
+
+impl Edge {
+    fn from(&self) -> usize {
+        self.from as usize
+    }
+    fn to(&self) -> usize {
+        self.to as usize
+    }
+    fn delay(&self) -> u64 {
+        u64::from(self.delay)
+    }
+}
+
+/// What the scheduler and its checker both derive from the program order:
+/// each instruction's facts and the dependencies between them.
+struct Deps {
+    infos: Vec<Info>,
+    edges: Vec<Edge>,
+}
+
+impl Deps {
+    fn new(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Deps {
+        let infos = infos(t, m, insts, rules);
+        let edges = edges(&infos);
+        Deps { infos, edges }
+    }
+
+    /// The edges grouped by `from` (a counting sort): the edges from `i`
+    /// are `edges[order[start[i]..start[i + 1]]]`.
+    fn successors(&self) -> (Vec<u32>, Vec<u32>) {
+        let n = self.infos.len();
+        let mut start = vec![0u32; n + 1];
+        for e in &self.edges {
+            start[e.from() + 1] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut next = start.clone();
+        let mut order = vec![0u32; self.edges.len()];
+        for (k, e) in self.edges.iter().enumerate() {
+            order[next[e.from()] as usize] = k as u32;
+            next[e.from()] += 1;
+        }
+        (start, order)
+    }
 }
 
 /// Which ordering rules the scheduler and its checker apply.
@@ -231,9 +279,12 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
     let mut pending: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
     let mut stamp = vec![0usize; infos.len()];
     let mut at = vec![0usize; infos.len()];
+    // (from, delay, signal) for one instruction; merged per `from` below.
+    let mut need: Vec<(usize, u64, bool)> = Vec::new();
+    let (mut reads, mut writes): (Vec<Place>, Vec<Place>) = (Vec::new(), Vec::new());
+    out.reserve(infos.len() * 8);
     for (to, b) in infos.iter().enumerate() {
-        // (from, delay, signal) for this instruction; merged per `from` below.
-        let mut need: Vec<(usize, u64, bool)> = Vec::new();
+        need.clear();
         if let Some(bar) = last_barrier {
             need.push((bar, 1, false));
         }
@@ -331,18 +382,18 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
         // Record this instruction's accesses (reads first: an instruction
         // reading and writing a place is its writer), and as its own those
         // of the transfers it completes.
-        let reads: Vec<Place> = b
-            .reads
-            .iter()
-            .chain(completes.iter().flat_map(|&f| &infos[f].reads))
-            .copied()
-            .collect();
-        let writes: Vec<Place> = b
-            .writes
-            .iter()
-            .chain(completes.iter().flat_map(|&f| &infos[f].writes))
-            .copied()
-            .collect();
+        reads.clear();
+        reads.extend(
+            b.reads
+                .iter()
+                .chain(completes.iter().flat_map(|&f| &infos[f].reads)),
+        );
+        writes.clear();
+        writes.extend(
+            b.writes
+                .iter()
+                .chain(completes.iter().flat_map(|&f| &infos[f].writes)),
+        );
         for place in &reads {
             match *place {
                 Place::Reg { file, reg } => {
@@ -427,10 +478,11 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
         // this instruction's edge from `from` is, while `stamp[from]` says
         // it was made for this instruction.
         let first = out.len();
-        for (from, delay, signal) in need {
+        for &(from, delay, signal) in &need {
             if from == to {
                 continue;
             }
+            let delay = u32::try_from(delay).unwrap_or(u32::MAX);
             if stamp[from] == to + 1 {
                 let e = &mut out[at[from]];
                 e.delay = e.delay.max(delay);
@@ -439,8 +491,8 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                 stamp[from] = to + 1;
                 at[from] = out.len();
                 out.push(Edge {
-                    from,
-                    to,
+                    from: from as u32,
+                    to: to as u32,
                     delay,
                     signal,
                 });
@@ -456,28 +508,15 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
 const MANY_READERS: usize = 64;
 
 /// Longest latency-weighted path from each instruction to the end (edges only point forward in program order).
-fn priorities(infos: &[Info], edges: &[Edge]) -> Vec<u64> {
-    let n = infos.len();
-    let mut prio: Vec<u64> = infos.iter().map(|i| i.latency).collect();
-    // Edges grouped by `from` (counting sort), visited by decreasing `from`:
-    // every edge points forward, so each successor is final when read.
-    let mut start = vec![0usize; n + 1];
-    for e in edges {
-        start[e.from + 1] += 1;
-    }
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut next = start.clone();
-    let mut by_from = vec![0usize; edges.len()];
-    for (k, e) in edges.iter().enumerate() {
-        by_from[next[e.from]] = k;
-        next[e.from] += 1;
-    }
+/// Visited by decreasing `from`: every edge points forward, so each
+/// successor is final when read.
+fn priorities(deps: &Deps, (start, order): (&[u32], &[u32])) -> Vec<u64> {
+    let n = deps.infos.len();
+    let mut prio: Vec<u64> = deps.infos.iter().map(|i| i.latency).collect();
     for from in (0..n).rev() {
-        for &k in &by_from[start[from]..start[from + 1]] {
-            let e = &edges[k];
-            prio[from] = prio[from].max(e.delay + prio[e.to]);
+        for &k in &order[start[from] as usize..start[from + 1] as usize] {
+            let e = &deps.edges[k as usize];
+            prio[from] = prio[from].max(e.delay() + prio[e.to()]);
         }
     }
     prio
@@ -495,10 +534,28 @@ pub fn schedule_placed(
     insts: &[MInst],
     rules: Rules,
 ) -> (Vec<Bundle>, Vec<usize>) {
-    let infos = infos(t, m, insts, rules);
-    let edges = edges(&infos);
-    let prio = priorities(&infos, &edges);
-    let (bundles, issue) = list(m, insts, &infos, &edges, &prio);
+    scheduled(m, insts, &Deps::new(t, m, insts, rules))
+}
+
+/// [`schedule_placed`], and [`check_with`] of its result, deriving the
+/// dependencies once for both (the check replays the bundles against them
+/// without the scheduler's state).
+pub fn schedule_checked(
+    t: &targets::Target,
+    m: &Machine,
+    insts: &[MInst],
+    rules: Rules,
+) -> Result<(Vec<Bundle>, Vec<usize>), Vec<String>> {
+    let deps = Deps::new(t, m, insts, rules);
+    let (bundles, placed) = scheduled(m, insts, &deps);
+    check_deps(m, insts, &bundles, &deps)?;
+    Ok((bundles, placed))
+}
+
+fn scheduled(m: &Machine, insts: &[MInst], deps: &Deps) -> (Vec<Bundle>, Vec<usize>) {
+    let (start, order) = deps.successors();
+    let prio = priorities(deps, (&start, &order));
+    let (bundles, issue) = list(m, insts, deps, (&start, &order), &prio);
     let (bundles, kept) = drop_needless_padding(m, bundles);
     let placed = issue.iter().map(|&c| kept[c as usize]).collect();
     (bundles, placed)
@@ -508,10 +565,11 @@ pub fn schedule_placed(
 fn list(
     m: &Machine,
     insts: &[MInst],
-    infos: &[Info],
-    edges: &[Edge],
+    deps: &Deps,
+    (start, order): (&[u32], &[u32]),
     prio: &[u64],
 ) -> (Vec<Bundle>, Vec<u64>) {
+    let (infos, edges) = (&deps.infos, &deps.edges);
     let n = insts.len();
     let mut issue: Vec<Option<u64>> = vec![None; n];
     let mut unit_free: Vec<Vec<u64>> = m
@@ -520,12 +578,10 @@ fn list(
         .map(|u| vec![0; u.count.value.max(1) as usize])
         .collect();
     let mut bundles: Vec<Bundle> = Vec::new();
-    let mut succs: Vec<Vec<(usize, u64)>> = vec![Vec::new(); n];
-    let mut remaining = vec![0usize; n];
+    let mut remaining = vec![0u32; n];
     let mut earliest = vec![0u64; n];
     for e in edges {
-        succs[e.from].push((e.to, e.delay));
-        remaining[e.to] += 1;
+        remaining[e.to()] += 1;
     }
     // Instructions whose predecessors have all issued, by the cycle they may issue.
     let mut timed: BinaryHeap<Reverse<(u64, usize)>> = (0..n)
@@ -536,6 +592,8 @@ fn list(
     let mut ready: BinaryHeap<(u64, Reverse<usize>)> = BinaryHeap::new();
     let mut left = n;
     let mut cycle = 0u64;
+    let mut used_slots: Vec<SlotId> = Vec::new();
+    let mut blocked = Vec::new();
     while left > 0 {
         while let Some(Reverse((c, i))) = timed.peek().copied() {
             if c > cycle {
@@ -544,9 +602,8 @@ fn list(
             timed.pop();
             ready.push((prio[i], Reverse(i)));
         }
-        let mut used_slots: Vec<SlotId> = Vec::new();
+        used_slots.clear();
         let mut bundle = Bundle::default();
-        let mut blocked = Vec::new();
         while let Some((pr, Reverse(i))) = ready.pop() {
             // Same-cycle edges (delay 0) never occur: every edge delays at least one cycle.
             let copy = unit_free[infos[i].unit].iter().position(|f| *f <= cycle);
@@ -564,15 +621,17 @@ fn list(
             issue[i] = Some(cycle);
             bundle.ops.push((slot, insts[i].clone()));
             left -= 1;
-            for &(to, delay) in &succs[i] {
-                earliest[to] = earliest[to].max(cycle + delay);
+            for &k in &order[start[i] as usize..start[i + 1] as usize] {
+                let e = &edges[k as usize];
+                let to = e.to();
+                earliest[to] = earliest[to].max(cycle + e.delay());
                 remaining[to] -= 1;
                 if remaining[to] == 0 {
                     timed.push(Reverse((earliest[to], to)));
                 }
             }
         }
-        ready.extend(blocked);
+        ready.extend(blocked.drain(..));
         bundle.ops.sort_by_key(|(s, _)| *s);
         bundles.push(bundle);
         cycle += 1;
@@ -644,8 +703,21 @@ pub fn check_with(
     bundles: &[Bundle],
     rules: Rules,
 ) -> Result<(), Vec<String>> {
-    let infos = infos(t, m, program_order, rules);
-    let edges = edges(&infos);
+    check_deps(
+        m,
+        program_order,
+        bundles,
+        &Deps::new(t, m, program_order, rules),
+    )
+}
+
+fn check_deps(
+    m: &Machine,
+    program_order: &[MInst],
+    bundles: &[Bundle],
+    deps: &Deps,
+) -> Result<(), Vec<String>> {
+    let (infos, edges) = (&deps.infos, &deps.edges);
     let mut errors = Vec::new();
     // Where each instruction went: match instances in order of appearance.
     let mut placed: Vec<Option<u64>> = vec![None; program_order.len()];
@@ -694,15 +766,15 @@ pub fn check_with(
     let mut bundle_cycle: Vec<u64> = Vec::with_capacity(bundles.len());
     let mut signal_edges: Vec<Vec<&Edge>> = vec![Vec::new(); bundles.len()];
     for e in edges.iter().filter(|e| e.signal) {
-        if let Some(k) = placed[e.to] {
+        if let Some(k) = placed[e.to()] {
             signal_edges[k as usize].push(e);
         }
     }
     for edges_here in &signal_edges {
         let mut c = bundle_cycle.last().map_or(0, |p| p + 1);
         for e in edges_here {
-            if let Some(a) = placed[e.from] {
-                c = c.max(bundle_cycle.get(a as usize).copied().unwrap_or(0) + e.delay);
+            if let Some(a) = placed[e.from()] {
+                c = c.max(bundle_cycle.get(a as usize).copied().unwrap_or(0) + e.delay());
             }
         }
         bundle_cycle.push(c);
@@ -710,9 +782,9 @@ pub fn check_with(
     let at = |i: usize| placed[i].and_then(|k| bundle_cycle.get(k as usize).copied());
     // On interlocked machines the hardware waits for values; a schedule need only keep dependent instructions in order.
     let interlocked = m.hazards == Hazards::Interlocked;
-    for e in &edges {
-        let delay = if interlocked { 1 } else { e.delay };
-        if let (Some(a), Some(b)) = (at(e.from), at(e.to))
+    for e in edges {
+        let delay = if interlocked { 1 } else { e.delay() };
+        if let (Some(a), Some(b)) = (at(e.from()), at(e.to()))
             && a + delay > b
         {
             errors.push(format!("instruction {} issues at {b}, but it depends on instruction {} (issued at {a}) by {delay} cycles", e.to, e.from));

@@ -45,7 +45,7 @@ fn reference_interpreter_matches_onnxruntime_on_every_example() {
             let worst = got
                 .data
                 .iter()
-                .zip(&want.data)
+                .zip(want.data.iter())
                 .map(|(a, b)| (a - b).abs() / (1.0 + b.abs()))
                 .fold(0.0, f64::max);
             assert!(

@@ -195,7 +195,7 @@ fn gemm_case(trans_a: bool, trans_b: bool, alpha: f32, beta: f32, c_dims: Option
     let c = inits.get(1).map(|c| tensor_from_proto(c).expect("C"));
     let got = eval(&g, std::slice::from_ref(&a));
     let want = gemm_reference(&a, &b, c.as_ref(), (trans_a, trans_b, alpha, beta));
-    assert_eq!(got[0].data, want, "{case}");
+    assert_eq!(*got[0].data, want, "{case}");
 }
 
 #[test]
@@ -466,7 +466,7 @@ fn constant_nodes_become_constants() {
         assert_eq!(g.outputs, vec![y]);
         assert_eq!(g.constants[&y].ty.elem, elem, "{what}");
         assert_eq!(g.constants[&y].ty.shape, dims, "{what}");
-        assert_eq!(g.constants[&y].data, data, "{what}");
+        assert_eq!(*g.constants[&y].data, data, "{what}");
     }
     let strings = AttributeProto {
         name: "value_string".to_owned(),
@@ -840,7 +840,7 @@ fn element_wise_functions_and_max_min_import_and_evaluate() {
         let g = import_ok(&one_node(NodeProto::new(op, "f", &["x"], &["y"]), &[4]));
         compiler::interp::run(&g, std::slice::from_ref(&x)).expect("runs")[0]
             .data
-            .clone()
+            .to_vec()
     };
     assert_eq!(run("Abs"), [1.5, 0.25, 0.5, 2.0]);
     assert_eq!(run("Neg"), [1.5, 0.25, -0.5, -2.0]);
@@ -861,7 +861,7 @@ fn element_wise_functions_and_max_min_import_and_evaluate() {
             vec![ramp("z", &[1], 0.0, 0.0)],
         )));
         let got = compiler::interp::run(&g, std::slice::from_ref(&x)).expect("runs");
-        assert_eq!(got[0].data, want, "{op}");
+        assert_eq!(*got[0].data, want, "{op}");
     }
 }
 
@@ -891,7 +891,7 @@ fn pow_with_a_constant_exponent_is_canonicalised() {
         )));
         assert_eq!(ops(&g), want_ops, "p = {p}");
         let got = compiler::interp::run(&g, std::slice::from_ref(&x)).expect("runs");
-        for (a, v) in got[0].data.iter().zip(&x.data) {
+        for (a, v) in got[0].data.iter().zip(x.data.iter()) {
             let want = v.powf(f64::from(p));
             assert!(
                 (a - want).abs() <= 1e-6 * want.abs().max(1.0),
@@ -936,7 +936,7 @@ fn gelu_is_canonicalised_in_both_forms() {
             vec![],
         )));
         let got = compiler::interp::run(&g, std::slice::from_ref(&x)).expect("runs");
-        for (a, v) in got[0].data.iter().zip(&x.data) {
+        for (a, v) in got[0].data.iter().zip(x.data.iter()) {
             assert!(
                 (a - f(*v)).abs() <= 1e-6,
                 "{approx}: gelu({v}) = {a}, want {}",

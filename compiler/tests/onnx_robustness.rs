@@ -104,7 +104,7 @@ fn tensors_decode_for_every_element_type_from_typed_fields_and_raw_data() {
         let from_typed = tensor_from_proto(&typed).unwrap_or_else(|e| panic!("{dt:?} typed: {e}"));
         let from_raw = tensor_from_proto(&TensorProto::from_raw("t", dt, &[3], raw))
             .unwrap_or_else(|e| panic!("{dt:?} raw: {e}"));
-        assert_eq!(from_typed.data, want, "{dt:?} typed");
+        assert_eq!(*from_typed.data, want, "{dt:?} typed");
         assert_eq!(from_raw, from_typed, "{dt:?} raw");
         assert_eq!(from_raw.ty.shape, vec![3]);
         assert_eq!(compiler::onnx::elem_type(dt as i32), Some(from_raw.ty.elem));
@@ -167,7 +167,7 @@ fn tensor_files_and_model_files_are_read() {
     std::fs::write(&path, ramp("x", &[2, 2], 1.0, 1.0).encode_to_vec()).expect("write");
     let (name, t) = compiler::onnx::read_tensor_file(&path).expect("read");
     assert_eq!(name, "x");
-    assert_eq!(t.data, vec![1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(*t.data, [1.0, 2.0, 3.0, 4.0]);
 
     let model = dir.join("relu.onnx");
     std::fs::write(

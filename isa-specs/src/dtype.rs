@@ -138,6 +138,36 @@ pub fn decode_real(dtype: DType, bits: u64) -> f32 {
     }
 }
 
+/// `x` as f32, rounded to odd: exact values stay, inexact ones are cut toward
+/// zero with the last significand bit set (infinite ones become the largest
+/// finite). Rounding that to nearest even in a type with at least two fewer
+/// significand bits and no wider exponent range (bf16, f16) rounds `x`
+/// correctly: the odd bit keeps what the first step dropped from looking
+/// like a tie. (`half`'s own `from_f64` misrounds some values, e.g. the f32
+/// just above the bf16 tie 365.)
+fn f32_round_odd(x: f64) -> f32 {
+    let f = x as f32;
+    if f64::from(f) == x || x.is_nan() {
+        return f;
+    }
+    let cut = if f64::from(f).abs() > x.abs() {
+        f32::from_bits(f.to_bits() - 1)
+    } else {
+        f
+    };
+    f32::from_bits(cut.to_bits() | 1)
+}
+
+/// `x` rounded to nearest even bf16.
+pub fn bf16_from_f64(x: f64) -> half::bf16 {
+    half::bf16::from_f32(f32_round_odd(x))
+}
+
+/// `x` rounded to nearest even f16.
+pub fn f16_from_f64(x: f64) -> half::f16 {
+    half::f16::from_f32(f32_round_odd(x))
+}
+
 /// Rounds an f64 to the value `dtype` holds: floats round to nearest even;
 /// integers round to nearest even and saturate; NaN becomes 0 in integers.
 pub fn quantize(dtype: DType, x: f64) -> f64 {
@@ -150,8 +180,8 @@ pub fn quantize(dtype: DType, x: f64) -> f64 {
     };
     match dtype {
         DType::F32 => f64::from(x as f32),
-        DType::Bf16 => f64::from(half::bf16::from_f64(x).to_f32()),
-        DType::F16 => f64::from(half::f16::from_f64(x).to_f32()),
+        DType::Bf16 => f64::from(bf16_from_f64(x).to_f32()),
+        DType::F16 => f64::from(f16_from_f64(x).to_f32()),
         DType::Fp8E4M3 | DType::Fp8E5M2 => {
             f64::from(decode_real(dtype, encode_real(dtype, x as f32)))
         }
@@ -193,6 +223,31 @@ mod tests {
                 assert_eq!(E5M2.encode(v), b, "E5M2 {b:#x} = {v}");
             }
         }
+    }
+
+    /// Direct conversions from f64 round once: the f32 just above a bf16
+    /// tie rounds up (`half::bf16::from_f64` gives 0x43b6), values between
+    /// f32s round by their exact value, and the ties themselves go to even.
+    #[test]
+    fn f64_to_bf16_and_f16_round_once() {
+        let above_tie = f64::from(f32::from_bits(0x43b6_8007)); // 365.0002
+        assert_eq!(bf16_from_f64(above_tie).to_bits(), 0x43b7);
+        assert_eq!(bf16_from_f64(365.0).to_bits(), 0x43b6, "tie to even");
+        assert_eq!(bf16_from_f64(367.0).to_bits(), 0x43b8, "tie to even");
+        // Between two f32s, both rounding to the bf16 tie: the f64's side wins.
+        let tie = 365.0f64;
+        assert_eq!(bf16_from_f64(tie + 1e-12).to_bits(), 0x43b7);
+        assert_eq!(bf16_from_f64(tie - 1e-12).to_bits(), 0x43b6);
+        assert_eq!(bf16_from_f64(-(tie + 1e-12)).to_bits(), 0xc3b7);
+        // f16: 1 + 2^-11 is a tie; a hair above rounds up.
+        assert_eq!(f16_from_f64(1.0 + 2f64.powi(-11)).to_bits(), 0x3c00);
+        assert_eq!(f16_from_f64(1.0 + 2f64.powi(-11) + 1e-15).to_bits(), 0x3c01);
+        // Overflow, tiny values and NaN.
+        assert!(bf16_from_f64(1e300).is_infinite());
+        assert_eq!(bf16_from_f64(1e-300).to_bits(), 0);
+        assert_eq!(bf16_from_f64(-1e-300).to_bits(), 0x8000);
+        assert!(bf16_from_f64(f64::NAN).is_nan());
+        assert!(f16_from_f64(70000.0).is_infinite());
     }
 
     #[test]

@@ -82,7 +82,9 @@ pub struct DataSegment {
     pub memory: String,
     /// Byte address.
     pub addr: u64,
-    /// Contents.
+    /// Contents (serialized as one run of bytes: postcard writes the same
+    /// bytes either way, this way in one copy).
+    #[serde(with = "serde_bytes")]
     pub bytes: Vec<u8>,
 }
 
@@ -96,6 +98,7 @@ pub struct Program {
     /// The parameter values it was built with.
     pub params: Vec<(String, i64)>,
     /// Microcode: whole words, little-endian.
+    #[serde(with = "serde_bytes")]
     pub code: Vec<u8>,
     /// Constant data.
     pub data: Vec<DataSegment>,
@@ -219,13 +222,17 @@ impl Program {
 
     /// The file's bytes.
     pub fn to_bytes(&self) -> Result<Vec<u8>, ProgramError> {
-        let body = postcard::to_allocvec(self).map_err(|e| ProgramError::Body(e.to_string()))?;
-        let mut out = Vec::with_capacity(HEADER + body.len());
+        let data: usize = self.data.iter().map(|d| d.bytes.len()).sum();
+        let mut out = Vec::with_capacity(HEADER + self.code.len() + data + 4096);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-        out.extend_from_slice(&body);
+        out.resize(HEADER, 0); // length and checksum, once the body is written
+        let mut out =
+            postcard::to_extend(self, out).map_err(|e| ProgramError::Body(e.to_string()))?;
+        let body = out.len() - HEADER;
+        let crc = crc32fast::hash(&out[HEADER..]);
+        out[12..20].copy_from_slice(&(body as u64).to_le_bytes());
+        out[20..24].copy_from_slice(&crc.to_le_bytes());
         Ok(out)
     }
 

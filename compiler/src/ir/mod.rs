@@ -11,6 +11,7 @@ pub use infer::{broadcast, infer};
 pub use verify::verify;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A value (a tensor produced by a node, a graph input or a constant).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,8 +98,8 @@ impl ElemType {
         };
         match self {
             ElemType::F32 => f64::from(x as f32),
-            ElemType::F16 => f64::from(half::f16::from_f64(x).to_f32()),
-            ElemType::Bf16 => f64::from(half::bf16::from_f64(x).to_f32()),
+            ElemType::F16 => f64::from(isa_specs::dtype::f16_from_f64(x).to_f32()),
+            ElemType::Bf16 => f64::from(isa_specs::dtype::bf16_from_f64(x).to_f32()),
             ElemType::F64 => x,
             ElemType::I8 => wrap(8, true),
             ElemType::U8 => wrap(8, false),
@@ -137,19 +138,26 @@ impl std::fmt::Display for TensorType {
 
 /// A tensor with its data. Values are held as `f64`, each already rounded to
 /// the element type (exact for every type here, and for `int64` up to 2^53).
+/// The elements are shared: cloning a tensor (or a graph's constants) does
+/// not copy them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tensor {
     /// Type.
     pub ty: TensorType,
     /// Elements, row-major.
-    pub data: Vec<f64>,
+    pub data: Arc<Vec<f64>>,
 }
 
 impl Tensor {
     /// A tensor, rounding every element to the type.
-    pub fn new(ty: TensorType, data: Vec<f64>) -> Tensor {
-        let data = data.into_iter().map(|x| ty.elem.round(x)).collect();
-        Tensor { ty, data }
+    pub fn new(ty: TensorType, mut data: Vec<f64>) -> Tensor {
+        for x in &mut data {
+            *x = ty.elem.round(*x);
+        }
+        Tensor {
+            ty,
+            data: Arc::new(data),
+        }
     }
 }
 

@@ -93,7 +93,7 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
                         elem: t.ty.elem,
                         shape,
                     };
-                    ins.push(out.add_constant(name, Tensor::new(ty, t.data.clone())));
+                    ins.push(out.add_constant(name, Tensor::new(ty, t.data.to_vec())));
                 } else {
                     let op = Op::Reshape { shape };
                     ins.push(out.add_node(name, op, vec![x])?[0]);
@@ -354,7 +354,7 @@ fn gather(g: &mut Graph, n: &Node, axis: usize) -> Result<ValueId, String> {
     if let Some(idx) = g.constants.get(&indices).cloned() {
         // Constant indices: runs of consecutive ones are slices, joined along the axis.
         let mut runs: Vec<(i64, i64)> = Vec::new();
-        for &raw in &idx.data {
+        for &raw in idx.data.iter() {
             let i = if raw < 0.0 { raw + dim as f64 } else { raw };
             if !(0.0..dim as f64).contains(&i) {
                 return Err(format!(
@@ -451,7 +451,7 @@ fn gather(g: &mut Graph, n: &Node, axis: usize) -> Result<ValueId, String> {
         Op::Transpose { perm: vec![1, 0] },
         vec![hot],
     )?[0];
-    let flat = Tensor::new(ty(vec![dim, rest]), table.data);
+    let flat = Tensor::new(ty(vec![dim, rest]), table.data.to_vec());
     let flat = g.add_constant(name("table"), flat);
     Ok(g.add_node(name("lookup"), Op::MatMul, vec![rows, flat])?[0])
 }
@@ -556,7 +556,7 @@ fn conv(
                     elem,
                     shape: vec![m, 1],
                 };
-                out.add_constant(name("bias"), Tensor::new(ty, t.data.clone()))
+                out.add_constant(name("bias"), Tensor::new(ty, t.data.to_vec()))
             }
             None => out.add_node(name("bias"), Op::Reshape { shape: vec![m, 1] }, vec![b])?[0],
         };
@@ -647,7 +647,7 @@ fn per_channel(g: &Graph, v: ValueId, m: usize) -> Option<Vec<f64>> {
     let t = g.constants.get(&v)?;
     let s = &t.ty.shape;
     let ok = matches!(s.as_slice(), [c, 1, 1] | [1, c, 1, 1] if *c == m);
-    ok.then(|| t.data.clone())
+    ok.then(|| t.data.to_vec())
 }
 
 /// `Conv(x, W, b) · a + c` (each used once, `a` and `c` per channel, `W`
@@ -700,7 +700,7 @@ fn fold_scale_shift(g: &Graph) -> Graph {
             .map(|(i, x)| x * a[i / per])
             .collect();
         let old_b: Vec<f64> = match n.inputs.get(2).and_then(|b| g.constants.get(b)) {
-            Some(b) => b.data.clone(),
+            Some(b) => b.data.to_vec(),
             None if n.inputs.len() > 2 => continue, // a computed bias
             None => vec![0.0; m],
         };

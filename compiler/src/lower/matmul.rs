@@ -611,17 +611,16 @@ impl Lowerer<'_> {
             0
         };
         let panels = if pw == 0 {
-            vec![self.padded(data, orows, ocols, dt).tile(0, 0, orows, ocols)]
+            vec![
+                self.padded(&data, orows, ocols, dt)
+                    .tile(0, 0, orows, ocols),
+            ]
         } else {
             (0..ocols / pw)
                 .map(|j| {
-                    let part: Vec<f64> = (0..orows)
-                        .flat_map(|i| {
-                            data[(i * ocols + j * pw) as usize..(i * ocols + (j + 1) * pw) as usize]
-                                .to_vec()
-                        })
-                        .collect();
-                    self.padded(part, orows, pw, dt).tile(0, 0, orows, pw)
+                    let src = &data[(j * pw) as usize..];
+                    self.padded_from(src, ocols, orows, pw, dt)
+                        .tile(0, 0, orows, pw)
                 })
                 .collect()
         };
@@ -939,7 +938,7 @@ impl Lowerer<'_> {
                 return Ok(t.clone());
             }
             let dt = self.act;
-            let tile = self.padded(data, rows, cols, dt).tile(0, 0, rows, cols);
+            let tile = self.padded(&data, rows, cols, dt).tile(0, 0, rows, cols);
             self.packed.insert(key, tile.clone());
             return Ok(tile);
         }

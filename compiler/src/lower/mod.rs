@@ -243,12 +243,35 @@ pub fn broadcast_offsets(from: &[usize], to: &[usize]) -> Vec<usize> {
 
 /// Bytes of `data` in element type `dt`.
 pub fn encode(dt: DType, data: impl IntoIterator<Item = f64>) -> Vec<u8> {
-    let n = dt.bytes() as usize;
-    let mut out = Vec::new();
-    for x in data {
-        out.extend_from_slice(&targets::sim::to_bytes(dt, x)[..n]);
-    }
+    let data: Vec<f64> = data.into_iter().collect();
+    let mut out = vec![0; data.len() * dt.bytes() as usize];
+    encode_into(dt, &data, &mut out);
     out
+}
+
+/// Writes `data` in element type `dt` into `out` (exactly as long): the bytes
+/// [`targets::sim::to_bytes`] gives, with the common float types converted
+/// directly (constant packing converts every weight of a model).
+pub fn encode_into(dt: DType, data: &[f64], out: &mut [u8]) {
+    match dt {
+        DType::F32 => {
+            for (x, o) in data.iter().zip(out.chunks_exact_mut(4)) {
+                o.copy_from_slice(&(*x as f32).to_le_bytes());
+            }
+        }
+        DType::Bf16 => {
+            for (x, o) in data.iter().zip(out.chunks_exact_mut(2)) {
+                let b = isa_specs::dtype::bf16_from_f64(*x);
+                o.copy_from_slice(&b.to_bits().to_le_bytes());
+            }
+        }
+        _ => {
+            let n = dt.bytes() as usize;
+            for (x, o) in data.iter().zip(out.chunks_exact_mut(n)) {
+                o.copy_from_slice(&targets::sim::to_bytes(dt, *x)[..n]);
+            }
+        }
+    }
 }
 
 struct Lowerer<'a> {
@@ -733,7 +756,7 @@ impl Lowerer<'_> {
                 && !self.homes.contains_key(&v)
             {
                 let (rows, cols) = view(&t.ty.shape);
-                let home = self.padded(t.data.clone(), rows, cols, out_dtype);
+                let home = self.padded(&t.data, rows, cols, out_dtype);
                 self.homes.insert(v, home);
             }
         }
@@ -2160,7 +2183,7 @@ impl Lowerer<'_> {
                         None => {
                             let (rows, cols) = view(vs);
                             let t = self
-                                .padded(k.data.clone(), rows, cols, self.act)
+                                .padded(&k.data, rows, cols, self.act)
                                 .tile(0, 0, rows, cols);
                             self.packed.insert(key, t.clone());
                             t
@@ -2326,25 +2349,39 @@ impl Lowerer<'_> {
             }
         };
         let dt = self.act;
-        let home = self.padded(data, rows, cols, dt);
+        let home = self.padded(&data, rows, cols, dt);
         let t = home.tile(0, 0, rows, cols);
         self.packed.insert(key, t.clone());
         Ok(t)
     }
 
     /// Places a dense `rows` x `cols` matrix at home as constant data, rows aligned.
-    fn padded(&mut self, data: Vec<f64>, rows: i64, cols: i64, dt: DType) -> Home {
+    fn padded(&mut self, data: &[f64], rows: i64, cols: i64, dt: DType) -> Home {
+        self.padded_from(data, cols, rows, cols, dt)
+    }
+
+    /// [`Lowerer::padded`] of the first `cols` columns of the rows of `src`,
+    /// `src_pitch` elements apart.
+    fn padded_from(
+        &mut self,
+        src: &[f64],
+        src_pitch: i64,
+        rows: i64,
+        cols: i64,
+        dt: DType,
+    ) -> Home {
         let pitch = self.home_pitch(cols, dt);
-        let mut out = vec![0.0; (rows * pitch) as usize];
-        for r in 0..rows as usize {
-            let (p, c) = (pitch as usize, cols as usize);
-            out[r * p..r * p + c].copy_from_slice(&data[r * c..r * c + c]);
+        let el = dt.bytes() as usize;
+        let mut bytes = vec![0u8; (rows * pitch) as usize * el];
+        let (sp, c) = (src_pitch as usize, cols as usize);
+        for (r, row) in bytes.chunks_exact_mut(pitch as usize * el).enumerate() {
+            encode_into(dt, &src[r * sp..r * sp + c], &mut row[..c * el]);
         }
-        let addr = self.alloc_home(out.len() as u64 * dt.bytes(), 64);
+        let addr = self.alloc_home(bytes.len() as u64, 64);
         self.data.push(DataSegment {
             memory: self.e.m.memories[self.home_mem().index()].name.clone(),
             addr,
-            bytes: encode(dt, out),
+            bytes,
         });
         Home {
             mem: self.info.home,
@@ -2432,8 +2469,7 @@ impl Lowerer<'_> {
         let rules = sched::Rules {
             transfers_are_barriers: !self.opts.overlap_transfers,
         };
-        let (bundles, placed) = sched::schedule_placed(t, m, &insts, rules);
-        sched::check_with(t, m, &insts, &bundles, rules)
+        let (bundles, placed) = sched::schedule_checked(t, m, &insts, rules)
             .map_err(|e| err(format!("schedule is invalid: {}", e.join("; "))))?;
         let mut program = Program::new(m);
         for b in &bundles {
@@ -2587,7 +2623,11 @@ fn integral(g: &Graph, v: ValueId, depth: usize) -> bool {
         return false;
     };
     // `(x + 1.5·2^23) - 1.5·2^23` is how `canon` rounds without a rounding instruction.
-    let magic = |c: ValueId| g.constants.get(&c).is_some_and(|t| t.data == [12582912.0]);
+    let magic = |c: ValueId| {
+        g.constants
+            .get(&c)
+            .is_some_and(|t| t.data[..] == [12582912.0])
+    };
     let rounds = matches!(n.op, Op::Sub)
         && magic(n.inputs[1])
         && g.nodes.iter().any(|p| {
@@ -2628,7 +2668,55 @@ enum Operand {
 
 #[cfg(test)]
 mod tests {
-    use super::broadcast_offsets;
+    use super::{DType, broadcast_offsets, encode_into};
+
+    /// The direct conversions give the simulator's bytes: f32-exact values,
+    /// values between f32s (no double rounding), halfway cases, subnormals,
+    /// infinities, NaN, and every type's generic path.
+    #[test]
+    fn encoding_matches_the_simulators_bytes() {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -2.5,
+            1.0 + 2f64.powi(-8),                  // halfway between two bf16s
+            1.0 + 2f64.powi(-8) + 2f64.powi(-40), // just above: rounds up
+            1.0 + 2f64.powi(-8) - 2f64.powi(-40), // just below: rounds down
+            1e-40,                                // an f32 subnormal
+            1e-300,
+            3.4e38,
+            1e39,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            0.1,
+            -123456.789,
+        ];
+        let mut x = 0.37f64;
+        for _ in 0..2000 {
+            x = (x * 7919.0 + 0.123).rem_euclid(1000.0) - 500.0;
+            xs.push(x);
+            xs.push(f64::from(x as f32));
+            xs.push(x * 1e-30);
+        }
+        for dt in [
+            DType::F32,
+            DType::Bf16,
+            DType::F16,
+            DType::Fp8E4M3,
+            DType::I8,
+            DType::I32,
+        ] {
+            let n = dt.bytes() as usize;
+            let mut got = vec![0u8; xs.len() * n];
+            encode_into(dt, &xs, &mut got);
+            for (i, x) in xs.iter().enumerate() {
+                let want = &targets::sim::to_bytes(dt, *x)[..n];
+                assert_eq!(&got[i * n..(i + 1) * n], want, "{} of {x:e}", dt.name());
+            }
+        }
+    }
 
     #[test]
     fn broadcast_offsets_follow_numpy() {

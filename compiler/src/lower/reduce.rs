@@ -693,7 +693,7 @@ impl Lowerer<'_> {
             return Ok(t.clone());
         }
         let dt = self.act;
-        let h = self.padded(vec![k; rows as usize], rows, 1, dt);
+        let h = self.padded(&vec![k; rows as usize], rows, 1, dt);
         let t = h.tile(0, 0, rows, 1);
         self.packed.insert(key, t.clone());
         Ok(t)
@@ -709,7 +709,12 @@ impl Lowerer<'_> {
             return t.clone();
         }
         let dt = self.act;
-        let h = self.padded(vec![identity(kind); (rows * cols) as usize], rows, cols, dt);
+        let h = self.padded(
+            &vec![identity(kind); (rows * cols) as usize],
+            rows,
+            cols,
+            dt,
+        );
         let t = h.tile(0, 0, rows, cols);
         self.packed.insert(key, t.clone());
         t

@@ -890,7 +890,7 @@ impl Lowerer<'_> {
                     Some(t) => t.clone(),
                     None => {
                         let t = self
-                            .padded(vec![k; (gr * gc) as usize], gr, gc, self.act)
+                            .padded(&vec![k; (gr * gc) as usize], gr, gc, self.act)
                             .tile(0, 0, gr, gc);
                         self.packed.insert(key, t.clone());
                         t
@@ -930,12 +930,11 @@ impl Lowerer<'_> {
         if let Some(t) = self.packed.get(&key) {
             return Ok(t.clone());
         }
-        let data = g
+        let data = &g
             .constants
             .get(&v)
             .ok_or_else(|| err("not a constant"))?
-            .data
-            .clone();
+            .data;
         let (r, c) = view(&g.ty(v).shape);
         let t = self.padded(data, r, c, self.act).tile(0, 0, r, c);
         self.packed.insert(key, t.clone());

@@ -1421,9 +1421,10 @@ fn per_axis(
         }
     };
     let ty = TensorType { elem, shape };
-    Ok(imp
-        .g
-        .add_constant(format!("{}/{what}", cx.name), Tensor::new(ty, t.data)))
+    Ok(imp.g.add_constant(
+        format!("{}/{what}", cx.name),
+        Tensor::new(ty, t.data.to_vec()),
+    ))
 }
 
 /// `QuantizeLinear`: `saturate(round(x / scale) + zero_point)` in the zero
@@ -1545,7 +1546,7 @@ fn integer_product(
             };
             let zc = imp.g.add_constant(
                 format!("{}/{name}_zero_point", cx.name),
-                Tensor::new(ty, t.data),
+                Tensor::new(ty, t.data.to_vec()),
             );
             x = add(imp, cx, &format!("{name}_centered"), Op::Sub, vec![x, zc])?;
         }

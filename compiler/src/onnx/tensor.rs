@@ -232,11 +232,11 @@ mod tests {
             vec![1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff],
         )
         .expect("ok");
-        assert_eq!(t.data, vec![1.0, -1.0]);
+        assert_eq!(*t.data, [1.0, -1.0]);
         let t = raw(ElemType::F16, &[1], 0x3c00u16.to_le_bytes().to_vec()).expect("ok");
-        assert_eq!(t.data, vec![1.0]);
+        assert_eq!(*t.data, [1.0]);
         let t = raw(ElemType::Bool, &[3], vec![0, 1, 7]).expect("ok");
-        assert_eq!(t.data, vec![0.0, 1.0, 1.0]);
+        assert_eq!(*t.data, [0.0, 1.0, 1.0]);
     }
 
     #[test]
