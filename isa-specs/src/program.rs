@@ -206,6 +206,26 @@ pub fn model_hash(m: &Machine) -> u64 {
     fnv1a(ron::to_string(m).unwrap_or_default().as_bytes())
 }
 
+/// A writer that counts and checksums what passes through it.
+struct Checksummed<W> {
+    out: W,
+    crc: crc32fast::Hasher,
+    len: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.crc.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
 impl Program {
     /// An empty program for a machine.
     pub fn new(m: &Machine) -> Program {
@@ -267,7 +287,39 @@ impl Program {
 
     /// Writes the file.
     pub fn save(&self, path: &std::path::Path) -> Result<(), ProgramError> {
-        Ok(std::fs::write(path, self.to_bytes()?)?)
+        // The same bytes as `to_bytes`, streamed (a program is mostly its
+        // weights): the header's length and checksum are filled in last.
+        // Written beside the file and renamed over it when complete, so a
+        // failure leaves any earlier file as it was.
+        let mut part = path.as_os_str().to_owned();
+        part.push(".part");
+        let part = std::path::PathBuf::from(part);
+        let written = self.write_file(&part);
+        if written.is_err() {
+            let _ = std::fs::remove_file(&part);
+        }
+        written?;
+        Ok(std::fs::rename(&part, path)?)
+    }
+
+    fn write_file(&self, path: &std::path::Path) -> Result<(), ProgramError> {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+        file.write_all(MAGIC)?;
+        file.write_all(&VERSION.to_le_bytes())?;
+        file.write_all(&[0; HEADER - 12])?;
+        let mut body = Checksummed {
+            out: file,
+            crc: crc32fast::Hasher::new(),
+            len: 0,
+        };
+        postcard::to_io(self, &mut body).map_err(|e| ProgramError::Body(e.to_string()))?;
+        let Checksummed { out, crc, len } = body;
+        let mut file = out.into_inner().map_err(|e| e.into_error())?;
+        file.seek(SeekFrom::Start(12))?;
+        file.write_all(&len.to_le_bytes())?;
+        file.write_all(&crc.finalize().to_le_bytes())?;
+        Ok(())
     }
 
     /// Reads a file.

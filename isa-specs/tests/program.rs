@@ -37,6 +37,30 @@ fn round_trips_and_matches_its_machine() {
     p.check_machine(&toy(&[])).expect("same machine");
 }
 
+/// `save` streams the bytes `to_bytes` gives, replacing an earlier file
+/// only once the new one is whole.
+#[test]
+fn saved_files_hold_the_same_bytes() {
+    let dir = std::env::temp_dir().join(format!("tessera-program-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("p.tsr");
+    std::fs::write(&path, b"an earlier file").expect("writes");
+    let p = sample();
+    p.save(&path).expect("saves");
+    assert_eq!(
+        std::fs::read(&path).expect("reads"),
+        p.to_bytes().expect("serialises")
+    );
+    assert_eq!(Program::load(&path).expect("loads"), p);
+    assert!(!dir.join("p.tsr.part").exists());
+    // A directory in the way: an error, nothing left behind.
+    let blocked = dir.join("blocked.tsr");
+    std::fs::create_dir_all(blocked.with_extension("tsr.part")).expect("dir");
+    assert!(p.save(&blocked).is_err());
+    assert!(!blocked.exists());
+    std::fs::remove_dir_all(&dir).expect("cleans up");
+}
+
 #[test]
 fn bad_files_are_refused_with_the_reason() {
     let bytes = sample().to_bytes().expect("serialises");

@@ -299,11 +299,11 @@ fn parse_dim(s: &str) -> Result<(String, usize), String> {
 /// Imports, verifies and folds a model; import errors are printed.
 fn load_model(path: &Path, dims: &[(String, usize)]) -> anyhow::Result<Option<Graph>> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    model_from_bytes(&bytes, &path.display().to_string(), dims)
+    model_from_bytes(bytes, &path.display().to_string(), dims)
 }
 
 fn model_from_bytes(
-    bytes: &[u8],
+    bytes: Vec<u8>,
     name: &str,
     dims: &[(String, usize)],
 ) -> anyhow::Result<Option<Graph>> {
@@ -311,7 +311,7 @@ fn model_from_bytes(
         constants: Default::default(),
         dims: dims.iter().cloned().collect(),
     };
-    let mut g = match compiler::onnx::import_with(bytes, &options) {
+    let mut g = match compiler::onnx::import_owned(bytes, &options) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {name}: {e}");
@@ -441,6 +441,10 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
             .map(|o| format!(", written to {}", o.display()))
             .unwrap_or_default()
     );
+    // The process ends here: its memory goes back whole, without walking
+    // the model's and the program's allocations to free them one by one.
+    std::mem::forget(c);
+    std::mem::forget(g);
     Ok(ExitCode::from(EXIT_OK))
 }
 
@@ -822,7 +826,8 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         "Tessera demo: examples/mlp_medium (MatMul+Add+Relu 64->256->256->10, batch 4) on `{}`\n",
         m.name
     );
-    let Some(g) = model_from_bytes(DEMO_MODEL, "examples/mlp_medium/model.onnx", &[])? else {
+    let Some(g) = model_from_bytes(DEMO_MODEL.to_vec(), "examples/mlp_medium/model.onnx", &[])?
+    else {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
     print!("{g}");

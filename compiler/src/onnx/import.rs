@@ -38,6 +38,15 @@ pub fn import_with(bytes: &[u8], options: &ImportOptions) -> Result<Graph, Impor
     import_model(&ModelProto::decode(bytes)?, options)
 }
 
+/// [`import_with`] of a buffer it may keep: the tensors' `raw_data` are
+/// views of it instead of copies (a model's weights are most of its bytes).
+pub fn import_owned(bytes: Vec<u8>, options: &ImportOptions) -> Result<Graph, ImportError> {
+    import_model(
+        &ModelProto::decode(prost::bytes::Bytes::from(bytes))?,
+        options,
+    )
+}
+
 /// Imports an ONNX model file.
 pub fn import_file(path: impl AsRef<Path>) -> Result<Graph, ImportError> {
     import_file_with(path, &ImportOptions::default())
@@ -48,7 +57,7 @@ pub fn import_file_with(
     path: impl AsRef<Path>,
     options: &ImportOptions,
 ) -> Result<Graph, ImportError> {
-    import_with(&read(path.as_ref())?, options)
+    import_owned(read(path.as_ref())?, options)
 }
 
 /// Reads a file of the ONNX backend-test layout (`input_0.pb`, `output_0.pb`):

@@ -422,8 +422,10 @@ pub struct TensorProto {
     #[prost(string, tag = "12")]
     pub doc_string: String,
     /// The data as fixed-width little-endian elements (`BOOL`: one byte each).
-    #[prost(bytes = "vec", tag = "9")]
-    pub raw_data: Vec<u8>,
+    /// Shared with the buffer the model was decoded from, where that was
+    /// owned ([`crate::onnx::import_owned`]): weights are not copied.
+    #[prost(bytes = "bytes", tag = "9")]
+    pub raw_data: prost::bytes::Bytes,
     /// Where external data lives (`location`, `offset`, `length`).
     #[prost(message, repeated, tag = "13")]
     pub external_data: Vec<StringStringEntryProto>,
@@ -695,7 +697,7 @@ impl TensorProto {
     /// A tensor of any type from its little-endian bytes (`raw_data`).
     pub fn from_raw(name: &str, data_type: DataType, dims: &[i64], raw: Vec<u8>) -> TensorProto {
         TensorProto {
-            raw_data: raw,
+            raw_data: raw.into(),
             ..TensorProto::shaped(name, data_type, dims)
         }
     }
