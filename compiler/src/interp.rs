@@ -33,7 +33,6 @@ use crate::ir::{
     broadcast, infer,
 };
 use std::fmt;
-use std::sync::Arc;
 
 /// Why a graph or an op could not be evaluated.
 #[derive(Clone, Debug, PartialEq)]
@@ -357,7 +356,7 @@ pub fn eval_node(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, InterpError
     };
     Ok(vec![Tensor {
         ty: out_ty,
-        data: Arc::new(data),
+        data: data.into(),
     }])
 }
 

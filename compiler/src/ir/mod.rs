@@ -11,6 +11,7 @@ pub use infer::{broadcast, infer};
 pub use verify::verify;
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
 /// A value (a tensor produced by a node, a graph input or a constant).
@@ -145,7 +146,7 @@ pub struct Tensor {
     /// Type.
     pub ty: TensorType,
     /// Elements, row-major.
-    pub data: Arc<Vec<f64>>,
+    pub data: Data,
 }
 
 impl Tensor {
@@ -156,8 +157,110 @@ impl Tensor {
         }
         Tensor {
             ty,
-            data: Arc::new(data),
+            data: data.into(),
         }
+    }
+
+    /// An `f32` tensor of little-endian bytes (`4 · numel` of them), kept as
+    /// they are until its values are first asked for as `f64`s.
+    pub fn f32_bytes(shape: Vec<usize>, bytes: prost::bytes::Bytes) -> Tensor {
+        let len = bytes.len() / 4;
+        Tensor {
+            ty: TensorType {
+                elem: ElemType::F32,
+                shape,
+            },
+            data: Data(Arc::new(Elements {
+                f32_bytes: Some(bytes),
+                len,
+                values: std::sync::OnceLock::new(),
+            })),
+        }
+    }
+}
+
+/// A tensor's elements: a shared slice of `f64` ([`std::ops::Deref`]).
+/// Weights imported from a model file stay the file's `f32` bytes until a
+/// pass asks for them as a slice: [`Data::at`], [`Data::read`] and
+/// [`Data::len`] read them without converting the whole tensor (packing a
+/// model's weights for the machine reads each once).
+#[derive(Clone)]
+pub struct Data(Arc<Elements>);
+
+struct Elements {
+    f32_bytes: Option<prost::bytes::Bytes>,
+    len: usize,
+    values: std::sync::OnceLock<Vec<f64>>,
+}
+
+impl Data {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.0.len
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
+
+    /// Element `i` (panics beyond the end, as indexing does).
+    pub fn at(&self, i: usize) -> f64 {
+        match (&self.0.f32_bytes, self.0.values.get()) {
+            (_, Some(v)) => v[i],
+            (Some(b), None) => {
+                let w = b[4 * i..4 * i + 4].try_into().unwrap_or([0; 4]);
+                f64::from(f32::from_le_bytes(w))
+            }
+            (None, None) => unreachable!("values or bytes"),
+        }
+    }
+
+    /// Elements `start..start + out.len()` into `out`.
+    pub fn read(&self, start: usize, out: &mut [f64]) {
+        match (&self.0.f32_bytes, self.0.values.get()) {
+            (Some(b), None) => {
+                let bytes = &b[4 * start..4 * (start + out.len())];
+                for (o, w) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *o = f64::from(f32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+                }
+            }
+            _ => out.copy_from_slice(&self[start..start + out.len()]),
+        }
+    }
+}
+
+impl std::ops::Deref for Data {
+    type Target = [f64];
+
+    fn deref(&self) -> &[f64] {
+        self.0.values.get_or_init(|| {
+            let mut v = vec![0.0; self.0.len];
+            self.read(0, &mut v);
+            v
+        })
+    }
+}
+
+impl From<Vec<f64>> for Data {
+    fn from(values: Vec<f64>) -> Data {
+        Data(Arc::new(Elements {
+            f32_bytes: None,
+            len: values.len(),
+            values: values.into(),
+        }))
+    }
+}
+
+impl PartialEq for Data {
+    fn eq(&self, other: &Data) -> bool {
+        **self == **other
+    }
+}
+
+impl fmt::Debug for Data {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -547,5 +650,33 @@ impl Graph {
     /// A value's type.
     pub fn ty(&self, v: ValueId) -> &TensorType {
         &self.values[v.index()].ty
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ElemType, Tensor, TensorType};
+
+    /// A tensor kept as `f32` bytes reads the values a decoded one holds,
+    /// element by element, by ranges and as a slice, and compares equal.
+    #[test]
+    fn f32_bytes_read_as_their_values() {
+        let values = [1.5f32, -0.0, f32::MIN_POSITIVE / 4.0, 3.0e38, -7.25, 0.1];
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let lazy = Tensor::f32_bytes(vec![2, 3], bytes.into());
+        let ty = TensorType {
+            elem: ElemType::F32,
+            shape: vec![2, 3],
+        };
+        let eager = Tensor::new(ty, values.iter().map(|v| f64::from(*v)).collect());
+        assert_eq!(lazy.data.len(), 6);
+        for i in 0..6 {
+            assert_eq!(lazy.data.at(i).to_bits(), eager.data[i].to_bits());
+        }
+        let mut row = [0.0; 3];
+        lazy.data.read(3, &mut row);
+        assert_eq!(row, eager.data[3..]);
+        assert_eq!(lazy, eager);
+        assert_eq!(lazy.data.at(1).to_bits(), (-0.0f64).to_bits());
     }
 }

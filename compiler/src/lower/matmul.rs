@@ -594,11 +594,17 @@ impl Lowerer<'_> {
         let transposed = dims.first() == Some(&cr) && dims.len() == 2;
         let (orows, ocols) = if transposed { (cp, rp) } else { (rp, cp) };
         let mut data = vec![0.0; (orows * ocols) as usize];
+        let mut row = vec![0.0; c as usize];
         for i in 0..r {
-            for j in 0..c {
-                let x = t.data[((batch_row0 + i) * cols_src + j) as usize];
-                let (oi, oj) = if transposed { (j, i) } else { (i, j) };
-                data[(oi * ocols + oj) as usize] = x;
+            let src = ((batch_row0 + i) * cols_src) as usize;
+            if transposed {
+                t.data.read(src, &mut row);
+                for (j, x) in row.iter().enumerate() {
+                    data[j * ocols as usize + i as usize] = *x;
+                }
+            } else {
+                let at = (i * ocols) as usize;
+                t.data.read(src, &mut data[at..at + c as usize]);
             }
         }
         // Panels along the stored columns when they are not the reduction

@@ -91,7 +91,11 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, ImportError> {
         ))
     })?;
     let shape = shape_of(&t.dims).map_err(err)?;
-    let numel = shape.iter().product();
+    let numel: usize = shape.iter().product();
+    if elem == ElemType::F32 && numel > 0 && t.raw_data.len() == 4 * numel {
+        // Kept as the file's bytes (weights are read once, by packing).
+        return Ok(Tensor::f32_bytes(shape, t.raw_data.clone()));
+    }
     let data = if t.raw_data.is_empty() {
         typed_data(t, elem, numel)
     } else {
