@@ -162,8 +162,8 @@ fn filetests() {
                 out.push_str(&format!("- note: {note}\n"));
             }
             out.push_str("\n## selected\n\n```\n");
-            for line in &c.selected {
-                out.push_str(line);
+            for line in c.selected_text(m) {
+                out.push_str(&line);
                 out.push('\n');
             }
             out.push_str("```\n\n## buffers\n\n");

@@ -237,8 +237,8 @@ fn a_large_transfer_is_spread_over_the_dma_engines() {
     let g = compiler::bench::gemm_graph(512, 512, 512);
     let t = targets::by_name("vliw-systolic").expect("target");
     let c = lower::compile(t, t.machine(), &g).expect("compiles");
-    let loads: Vec<&String> = c
-        .selected
+    let selected = c.selected_text(t.machine());
+    let loads: Vec<&String> = selected
         .iter()
         .filter(|l| l.starts_with("dma_ld_f32"))
         .collect();

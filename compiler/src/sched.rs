@@ -674,25 +674,37 @@ pub fn check(
     check_with(t, m, program_order, bundles, Rules::default())
 }
 
-/// An instruction instance as a hashable key: which instruction, and each
-/// operand's kind and bits (two instances are the same instruction exactly
-/// when their keys are equal).
-type InstKey = (u32, Vec<(u8, u64)>);
-
-fn inst_key(i: &MInst) -> InstKey {
+/// An instruction instance's operand as bits: two instances are the same
+/// instruction exactly when their instruction and operand bits are equal.
+fn operand_bits(o: &isa_specs::target::OpValue) -> (u8, u64) {
     use isa_specs::target::OpValue;
-    let ops = i
-        .operands
-        .iter()
-        .map(|o| match *o {
-            OpValue::Reg(r) => (0, u64::from(r)),
-            OpValue::Addr(a) => (1, a),
-            OpValue::Imm(v) => (2, v as u64),
-            OpValue::Real(f) => (3, u64::from(f.to_bits())),
-            OpValue::Sem(s) => (4, u64::from(s)),
-        })
-        .collect();
-    (i.inst.index() as u32, ops)
+    match *o {
+        OpValue::Reg(r) => (0, u64::from(r)),
+        OpValue::Addr(a) => (1, a),
+        OpValue::Imm(v) => (2, v as u64),
+        OpValue::Real(f) => (3, u64::from(f.to_bits())),
+        OpValue::Sem(s) => (4, u64::from(s)),
+    }
+}
+
+fn same_inst(a: &MInst, b: &MInst) -> bool {
+    a.inst == b.inst
+        && a.operands.len() == b.operands.len()
+        && a.operands
+            .iter()
+            .zip(&b.operands)
+            .all(|(x, y)| operand_bits(x) == operand_bits(y))
+}
+
+/// A hash of an instruction instance's bits (equal for [`same_inst`]).
+fn inst_hash(i: &MInst) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    i.inst.index().hash(&mut h);
+    for o in &i.operands {
+        operand_bits(o).hash(&mut h);
+    }
+    h.finish()
 }
 
 /// [`check`] under `rules`.
@@ -721,17 +733,19 @@ fn check_deps(
     let mut errors = Vec::new();
     // Where each instruction went: match instances in order of appearance.
     let mut placed: Vec<Option<u64>> = vec![None; program_order.len()];
-    let mut by_text: std::collections::HashMap<InstKey, std::collections::VecDeque<usize>> =
+    // By hash; among equal hashes, the first instance with the same bits.
+    let mut by_hash: std::collections::HashMap<u64, std::collections::VecDeque<usize>> =
         std::collections::HashMap::new();
     for (i, inst) in program_order.iter().enumerate() {
-        by_text.entry(inst_key(inst)).or_default().push_back(i);
+        by_hash.entry(inst_hash(inst)).or_default().push_back(i);
     }
     for (cycle, b) in bundles.iter().enumerate() {
         for (slot, inst) in &b.ops {
-            match by_text
-                .get_mut(&inst_key(inst))
-                .and_then(std::collections::VecDeque::pop_front)
-            {
+            let found = by_hash.get_mut(&inst_hash(inst)).and_then(|q| {
+                let at = q.iter().position(|&i| same_inst(&program_order[i], inst))?;
+                q.remove(at)
+            });
+            match found {
                 Some(i) => {
                     placed[i] = Some(cycle as u64);
                     if !infos[i].slots.contains(slot) {

@@ -160,7 +160,15 @@ fn f32_round_odd(x: f64) -> f32 {
 
 /// `x` rounded to nearest even bf16.
 pub fn bf16_from_f64(x: f64) -> half::bf16 {
-    half::bf16::from_f32(f32_round_odd(x))
+    let f = f32_round_odd(x);
+    if f.is_nan() {
+        return half::bf16::from_f32(f);
+    }
+    // Nearest even on the bits: add just under half the dropped unit, plus
+    // one when the kept part is odd (the carry rounds up into the exponent,
+    // up to infinity, as it should).
+    let b = f.to_bits();
+    half::bf16::from_bits(((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16)
 }
 
 /// `x` rounded to nearest even f16.
@@ -248,6 +256,24 @@ mod tests {
         assert_eq!(bf16_from_f64(-1e-300).to_bits(), 0x8000);
         assert!(bf16_from_f64(f64::NAN).is_nan());
         assert!(f16_from_f64(70000.0).is_infinite());
+        // Agrees with `half`'s f32 conversion on a spread of f32 bit patterns.
+        let edges = [
+            0x7f7f_ffff,
+            0xff7f_ffff,
+            0x0000_8000,
+            0x0001_8000,
+            0x3f80_8000,
+            0x3f81_8000,
+        ];
+        for bits in (0..=u32::MAX).step_by(65_521).chain(edges) {
+            let f = f32::from_bits(bits);
+            let want = half::bf16::from_f32(f);
+            let got = bf16_from_f64(f64::from(f));
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{bits:#x}"
+            );
+        }
     }
 
     #[test]

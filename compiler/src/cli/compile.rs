@@ -367,13 +367,14 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
                 for (region, n) in &c.regions {
                     text.push_str(&format!("# {region}: {n} instructions\n"));
                 }
-                for line in &c.selected {
+                let selected = c.selected_text(&m);
+                for line in &selected {
                     text.push_str(line);
                     text.push('\n');
                 }
                 let value = serde_json::json!({
                     "regions": c.regions.iter().map(|(r, n)| serde_json::json!({"region": r, "instructions": n})).collect::<Vec<_>>(),
-                    "instructions": c.selected,
+                    "instructions": selected,
                 });
                 ("selected", text, value)
             }

@@ -101,9 +101,10 @@ pub struct Compiled {
     pub insts: Vec<MInst>,
     /// Fused regions: `(description, instructions emitted)`.
     pub regions: Vec<(String, usize)>,
-    /// The selected instructions before register allocation and scheduling,
-    /// one per line (virtual registers `%file.N`, buffers placed).
-    pub selected: Vec<String>,
+    /// The selected instructions before register allocation and scheduling
+    /// (virtual registers, buffers placed); [`Compiled::selected_text`]
+    /// prints them.
+    pub selected: Vec<regalloc::VInst>,
     /// Peak bytes of each on-chip memory the plan uses: `(memory, bytes, capacity)`.
     pub buffers: Vec<(String, u64, u64)>,
     /// Multiply-accumulates the model performs.
@@ -118,6 +119,17 @@ pub struct Compiled {
     pub space: Vec<SpaceEntry>,
     /// Values kept in on-chip memory across regions ([`Options::residency`]).
     pub kept_on_chip: usize,
+}
+
+impl Compiled {
+    /// [`Compiled::selected`], one instruction per line (virtual registers
+    /// `%file.N`).
+    pub fn selected_text(&self, m: &Machine) -> Vec<String> {
+        self.selected
+            .iter()
+            .map(|vi| print_virtual(m, vi))
+            .collect()
+    }
 }
 
 /// The roofline bound of a compiled model: neither the compute units nor the
@@ -2458,7 +2470,6 @@ impl Lowerer<'_> {
             }
         }
         let code = std::mem::take(&mut self.e.code);
-        let selected = code.iter().map(|vi| print_virtual(m, vi)).collect();
         let insts = regalloc::allocate(m, &code).map_err(|e| err(e.to_string()))?;
         regalloc::check(m, &code, &insts)
             .map_err(|e| err(format!("register allocation is invalid: {}", e.join("; "))))?;
@@ -2520,7 +2531,7 @@ impl Lowerer<'_> {
             bundles,
             insts,
             regions: self.regions,
-            selected,
+            selected: code,
             buffers,
             macs,
             min_home_bytes,
