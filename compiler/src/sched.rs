@@ -35,6 +35,12 @@
 //! latency-weighted path to the end goes first (critical-path list
 //! scheduling). A slot takes one instruction per bundle; a unit copy is busy
 //! for the instruction's occupancy (until it finishes if not pipelined).
+//! Asynchronous transfers take turns on each memory they touch, each for its
+//! bytes over the memory's bandwidth, as the simulator books them: a
+//! transfer starts when the memories are free, and its engine stays busy and
+//! what depends on it waits from then. Engines whose rates together exceed a
+//! memory's are thus not issued transfers before one is free (an issue stall
+//! on the machine).
 //!
 //! [`check`] replays a schedule against the same rules, independently of how it
 //! was built.
@@ -68,6 +74,10 @@ struct Info {
     writes: Vec<Place>,
     signals: Vec<(usize, u32)>,
     waits: Vec<(usize, u32)>,
+    /// An asynchronous transfer's share of each memory it touches: `(memory,
+    /// cycles of its bandwidth)`. Transfers on one memory take turns (as the
+    /// simulator books them), so one may start after it issues.
+    bookings: Vec<(usize, u64)>,
 }
 
 /// An edge: `to` may issue no earlier than `from`'s issue plus `delay`.
@@ -188,6 +198,20 @@ fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Vec
                     .collect(),
                 signals: fx.signals.clone(),
                 waits: fx.waits.clone(),
+                bookings: if unit.asynchronous {
+                    fx.accesses
+                        .iter()
+                        .filter_map(|a| match a.place {
+                            Place::Mem { mem, .. } => {
+                                let bw = m.memories[mem].bandwidth.value.max(1) as u64;
+                                Some((mem, a.bytes.div_ceil(bw)))
+                            }
+                            Place::Reg { .. } => None,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
                 asynchronous: unit.asynchronous,
                 accumulate: isa.accumulate(m, i).max(0) as u64,
             }
@@ -578,6 +602,8 @@ fn list(
         .map(|u| vec![0; u.count.value.max(1) as usize])
         .collect();
     let mut bundles: Vec<Bundle> = Vec::new();
+    // Per memory, the cycle its bandwidth is booked until.
+    let mut booked = vec![0u64; m.memories.len()];
     let mut remaining = vec![0u32; n];
     let mut earliest = vec![0u64; n];
     for e in edges {
@@ -617,14 +643,23 @@ fn list(
                 continue;
             };
             used_slots.push(slot);
-            unit_free[infos[i].unit][copy] = cycle + infos[i].busy;
+            // A transfer starts when every memory it touches has bandwidth
+            // for it; its copy is busy, and what follows it waits, from then.
+            let begins = infos[i]
+                .bookings
+                .iter()
+                .fold(cycle, |s, &(mem, _)| s.max(booked[mem]));
+            for &(mem, cycles) in &infos[i].bookings {
+                booked[mem] = begins + cycles;
+            }
+            unit_free[infos[i].unit][copy] = begins + infos[i].busy;
             issue[i] = Some(cycle);
             bundle.ops.push((slot, insts[i].clone()));
             left -= 1;
             for &k in &order[start[i] as usize..start[i + 1] as usize] {
                 let e = &edges[k as usize];
                 let to = e.to();
-                earliest[to] = earliest[to].max(cycle + e.delay());
+                earliest[to] = earliest[to].max(begins + e.delay());
                 remaining[to] -= 1;
                 if remaining[to] == 0 {
                     timed.push(Reverse((earliest[to], to)));
