@@ -234,7 +234,10 @@ impl Lowerer<'_> {
         let xh = home_of(self, a)?;
         // `b`'s rows: at home (packed, or a computed value) or already on chip.
         let wh = match g.constants.get(&b) {
-            Some(t) => self.padded(&t.data, k, n, wdt),
+            Some(t) => {
+                self.note_packed(b, wdt);
+                self.padded(&t.data, k, n, wdt)
+            }
             None => home_of(self, b)?,
         };
         let w_on_chip = wh.mem == wm && wh.dtype == wland.dtype;

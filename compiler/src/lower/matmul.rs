@@ -575,6 +575,7 @@ impl Lowerer<'_> {
         if let Some(t) = self.packed_panels.get(&key) {
             return Ok(t.clone());
         }
+        self.note_packed(v, dt);
         let t = &self.g.constants[&v];
         let cols_src = *t.ty.shape.last().unwrap_or(&1) as i64;
         let is_a = v == p.a;
@@ -1223,6 +1224,7 @@ impl Lowerer<'_> {
         if let Some(t) = self.packed.get(&key) {
             return Ok(Val::Mem(t.clone()));
         }
+        self.note_packed(v, dt);
         let m = self.e.m;
         let op = &m.instructions[form.inst.index()].operands[if is_a { form.a } else { form.b }];
         let OperandKind::Mem { align, stride, .. } = &op.kind else {

@@ -298,6 +298,10 @@ struct Lowerer<'a> {
     regions: Vec<(String, usize)>,
     packed: HashMap<(ValueId, String), MemTile>,
     packed_panels: HashMap<(ValueId, String), (Vec<MemTile>, i64)>,
+    /// Constants packed for products in a type narrower than activations
+    /// (weights as bf16): the fewest bytes per element each is held in at
+    /// home, for the roofline's minimum traffic.
+    packed_elem_bytes: HashMap<ValueId, u64>,
     contractions: Vec<Contraction>,
     /// Views that cannot alias their input (its rows are padded): copied.
     relayouts: std::collections::HashSet<ValueId>,
@@ -632,6 +636,7 @@ fn compile_once(
         data: Vec::new(),
         regions: Vec::new(),
         packed: HashMap::new(),
+        packed_elem_bytes: HashMap::new(),
         packed_panels: HashMap::new(),
         contractions: Vec::new(),
         relayouts: Default::default(),
@@ -2367,6 +2372,12 @@ impl Lowerer<'_> {
         Ok(t)
     }
 
+    /// Notes that constant `v` is held at home in `dt` ([`Compiled::min_home_bytes`]).
+    fn note_packed(&mut self, v: ValueId, dt: DType) {
+        let b = self.packed_elem_bytes.entry(v).or_insert(u64::MAX);
+        *b = (*b).min(dt.bytes());
+    }
+
     /// Places a dense `rows` x `cols` matrix at home as constant data, rows aligned.
     fn padded(&mut self, data: &[f64], rows: i64, cols: i64, dt: DType) -> Home {
         self.padded_from(data, cols, rows, cols, dt)
@@ -2519,12 +2530,10 @@ impl Lowerer<'_> {
             .iter()
             .chain(&self.g.outputs)
             .map(|v| self.g.ty(*v).numel() as u64 * self.homes[v].dtype.bytes())
-            .chain(
-                self.g
-                    .constants
-                    .values()
-                    .map(|t| t.ty.numel() as u64 * self.act.bytes()),
-            )
+            .chain(self.g.constants.iter().map(|(v, t)| {
+                let packed = self.packed_elem_bytes.get(v).copied();
+                t.ty.numel() as u64 * packed.unwrap_or(u64::MAX).min(self.act.bytes())
+            }))
             .sum();
         Ok(Compiled {
             program,
