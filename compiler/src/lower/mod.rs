@@ -385,8 +385,34 @@ impl RegionStats {
 
 /// Instructions of slack around each buffer's lifetime when buffers are
 /// spread ([`Options::spread_buffers`]), widest first: the widest that
-/// fits the memory is used.
-const SPREAD: [usize; 4] = [4096, 1024, 256, 64];
+/// fits the memory is used, then widened by bisection (four steps) towards
+/// the next wider one while it still fits (decode's weights need about
+/// 15 k: its products are thousands of instructions long).
+const SPREAD: [usize; 6] = [65536, 16384, 4096, 1024, 256, 64];
+
+/// The plan with the widest slack that fits: the widest of [`SPREAD`]
+/// whose plan `plan_at` finds, widened by four bisection steps towards the
+/// next wider one while a plan is found.
+fn widest_spread<P>(plan_at: impl Fn(usize) -> Option<P>) -> Option<P> {
+    let mut wider = None;
+    let (mut lo, mut best) = SPREAD.iter().find_map(|&slack| {
+        let p = plan_at(slack).map(|p| (slack, p));
+        if p.is_none() {
+            wider = Some(slack);
+        }
+        p
+    })?;
+    if let Some(mut hi) = wider {
+        for _ in 0..4 {
+            let mid = lo + (hi - lo) / 2;
+            match plan_at(mid) {
+                Some(p) => (lo, best) = (mid, p),
+                None => hi = mid,
+            }
+        }
+    }
+    Some(best)
+}
 
 /// Optimisations that can be switched off (all on by default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -2452,10 +2478,11 @@ impl Lowerer<'_> {
                     })
                     .collect()
             };
-            let spread_plan = SPREAD
-                .iter()
-                .filter(|_| self.opts.spread_buffers)
-                .find_map(|&slack| memplan::plan(&spread(slack), cap).ok());
+            let spread_plan = self
+                .opts
+                .spread_buffers
+                .then(|| widest_spread(|slack| memplan::plan(&spread(slack), cap).ok()))
+                .flatten();
             let plan = match spread_plan {
                 Some(p) => p,
                 None => memplan::plan(&bs, cap)
@@ -2688,7 +2715,22 @@ enum Operand {
 
 #[cfg(test)]
 mod tests {
-    use super::{DType, broadcast_offsets, encode_into};
+    use super::{DType, broadcast_offsets, encode_into, widest_spread};
+
+    /// The widest listed slack that fits, then bisected towards the next
+    /// wider one: a memory that fits 15 000 instructions of slack gets
+    /// 14 848 (from 4096, four halvings of the gap to 16384), one that fits
+    /// 100 gets 100, one that fits only 64 gets 64, one that fits everything
+    /// 65536, one that fits nothing none.
+    #[test]
+    fn spread_slack_is_widened_by_bisection() {
+        let fits = |max: usize| move |slack: usize| (slack <= max).then_some(slack);
+        assert_eq!(widest_spread(fits(15_000)), Some(14_848));
+        assert_eq!(widest_spread(fits(100)), Some(100));
+        assert_eq!(widest_spread(fits(64)), Some(64));
+        assert_eq!(widest_spread(fits(1 << 20)), Some(65_536));
+        assert_eq!(widest_spread(fits(10)), None);
+    }
 
     /// The direct conversions give the simulator's bytes: f32-exact values,
     /// values between f32s (no double rounding), halfway cases, subnormals,
