@@ -576,7 +576,8 @@ impl Lowerer<'_> {
             return Ok(t.clone());
         }
         self.note_packed(v, dt);
-        let t = &self.g.constants[&v];
+        let g = self.g;
+        let t = &g.constants[&v];
         let cols_src = *t.ty.shape.last().unwrap_or(&1) as i64;
         let is_a = v == p.a;
         // Logical matrix [r, c] of this operand and its padded extents.
@@ -594,20 +595,35 @@ impl Lowerer<'_> {
         let (rp, cp) = (pad(r, rr), pad(c, cr));
         let transposed = dims.first() == Some(&cr) && dims.len() == 2;
         let (orows, ocols) = if transposed { (cp, rp) } else { (rp, cp) };
-        let mut data = vec![0.0; (orows * ocols) as usize];
-        let mut row = vec![0.0; c as usize];
-        for i in 0..r {
-            let src = ((batch_row0 + i) * cols_src) as usize;
-            if transposed {
-                t.data.read(src, &mut row);
+        // Stored columns `lo..lo + w` of the stored rows: read straight from
+        // the constant's rows, or from its transpose gathered first.
+        let mut gathered = Vec::new();
+        if transposed {
+            gathered = vec![0.0; (orows * ocols) as usize];
+            let mut row = vec![0.0; c as usize];
+            for i in 0..r {
+                t.data
+                    .read(((batch_row0 + i) * cols_src) as usize, &mut row);
                 for (j, x) in row.iter().enumerate() {
-                    data[j * ocols as usize + i as usize] = *x;
+                    gathered[j * ocols as usize + i as usize] = *x;
                 }
-            } else {
-                let at = (i * ocols) as usize;
-                t.data.read(src, &mut data[at..at + c as usize]);
             }
         }
+        let (src_rows, src_cols) = (r as usize, c as usize);
+        let place = |l: &mut Self, lo: i64, w: i64| {
+            l.padded_rows(orows, w, dt, |i, buf| {
+                let lo = lo as usize;
+                if transposed {
+                    let at = i * ocols as usize + lo;
+                    buf.copy_from_slice(&gathered[at..at + buf.len()]);
+                } else if i < src_rows && lo < src_cols {
+                    let n = buf.len().min(src_cols - lo);
+                    let src = (batch_row0 as usize + i) * cols_src as usize + lo;
+                    t.data.read(src, &mut buf[..n]);
+                }
+            })
+            .tile(0, 0, orows, w)
+        };
         // Panels along the stored columns when they are not the reduction
         // (staged runs of the reduction never cross a panel): N of B, M of Aᵀ.
         let pw = if !is_a && !transposed && ocols > p.tn {
@@ -618,18 +634,9 @@ impl Lowerer<'_> {
             0
         };
         let panels = if pw == 0 {
-            vec![
-                self.padded(&data, orows, ocols, dt)
-                    .tile(0, 0, orows, ocols),
-            ]
+            vec![place(self, 0, ocols)]
         } else {
-            (0..ocols / pw)
-                .map(|j| {
-                    let src = &data[(j * pw) as usize..];
-                    self.padded_from(src, ocols, orows, pw, dt)
-                        .tile(0, 0, orows, pw)
-                })
-                .collect()
+            (0..ocols / pw).map(|j| place(self, j * pw, pw)).collect()
         };
         self.packed_panels.insert(key, (panels.clone(), pw));
         Ok((panels, pw))

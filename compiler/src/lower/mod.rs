@@ -2419,12 +2419,30 @@ impl Lowerer<'_> {
         cols: i64,
         dt: DType,
     ) -> Home {
+        let (sp, c) = (src_pitch as usize, cols as usize);
+        self.padded_rows(rows, cols, dt, |r, row| {
+            row.copy_from_slice(&src[r * sp..r * sp + c]);
+        })
+    }
+
+    /// [`Lowerer::padded`] of the rows `row(r, buffer)` writes into a buffer
+    /// of `cols` elements (zeros when called), one at a time.
+    fn padded_rows(
+        &mut self,
+        rows: i64,
+        cols: i64,
+        dt: DType,
+        mut row: impl FnMut(usize, &mut [f64]),
+    ) -> Home {
         let pitch = self.home_pitch(cols, dt);
         let el = dt.bytes() as usize;
         let mut bytes = vec![0u8; (rows * pitch) as usize * el];
-        let (sp, c) = (src_pitch as usize, cols as usize);
-        for (r, row) in bytes.chunks_exact_mut(pitch as usize * el).enumerate() {
-            encode_into(dt, &src[r * sp..r * sp + c], &mut row[..c * el]);
+        let c = cols as usize;
+        let mut buf = vec![0.0; c];
+        for (r, out) in bytes.chunks_exact_mut(pitch as usize * el).enumerate() {
+            buf.fill(0.0);
+            row(r, &mut buf);
+            encode_into(dt, &buf, &mut out[..c * el]);
         }
         let addr = self.alloc_home(bytes.len() as u64, 64);
         self.data.push(DataSegment {
