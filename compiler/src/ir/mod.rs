@@ -204,6 +204,12 @@ impl Data {
         self.0.len == 0
     }
 
+    /// Whether the values are held as `f64`s (always, unless the tensor was
+    /// made from `f32` bytes and nothing has asked for its slice yet).
+    pub fn is_decoded(&self) -> bool {
+        self.0.values.get().is_some()
+    }
+
     /// Element `i` (panics beyond the end, as indexing does).
     pub fn at(&self, i: usize) -> f64 {
         match (&self.0.f32_bytes, self.0.values.get()) {
