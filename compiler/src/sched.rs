@@ -50,7 +50,7 @@ use isa_specs::model::{Hazards, SlotId};
 use isa_specs::target::{Bundle, MInst};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use targets::sim::{Effects, Place};
+use targets::sim::{Effects, Place, Span};
 
 /// One instruction's scheduling facts.
 #[derive(Clone, Debug)]
@@ -221,67 +221,78 @@ fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Vec
 
 /// Who last wrote a place and who read it since, with the bytes each
 /// reader read (a register's readers read all of it).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Record {
+    /// The bytes the writer wrote (of a memory; everything for a register).
+    span: Span,
     writer: Option<usize>,
-    readers: Vec<(usize, i64, i64)>,
+    readers: Vec<(usize, Span)>,
+}
+
+/// All of a register.
+const WHOLE: Span = Span {
+    start: i64::MIN,
+    end: i64::MAX,
+    pitch: 0,
+    width: 0,
+};
+
+impl Default for Record {
+    fn default() -> Record {
+        Record {
+            span: WHOLE,
+            writer: None,
+            readers: Vec::new(),
+        }
+    }
 }
 
 /// Byte ranges beyond which a record is kept apart from the ordered ones.
 const SHORT_RECORD: i64 = 1 << 18;
 
-/// The records of one memory, by byte range `[start, end)`: ranges up to
-/// [`SHORT_RECORD`] bytes ordered by start (so the ones overlapping an
+/// The records of one memory, by the range of bytes each spans: ranges up
+/// to [`SHORT_RECORD`] bytes ordered by start (so the ones overlapping an
 /// access are found in a range of starts), longer ones in a list.
 #[derive(Default)]
 struct MemRecords {
-    short: std::collections::BTreeMap<(i64, u64), (i64, Record)>,
-    long: Vec<(i64, i64, Record)>,
+    short: std::collections::BTreeMap<(i64, u64), Record>,
+    long: Vec<Record>,
     next: u64,
 }
 
 impl MemRecords {
-    /// Every record overlapping `[start, end)`: `(start, end, record)`.
-    fn overlapping(
-        &mut self,
-        start: i64,
-        end: i64,
-    ) -> impl Iterator<Item = (i64, i64, &mut Record)> {
+    /// Every record sharing a byte with `span`.
+    fn overlapping(&mut self, span: Span) -> impl Iterator<Item = &mut Record> {
         let short = self
             .short
-            .range_mut((start.saturating_sub(SHORT_RECORD - 1), 0)..(end, 0))
-            .filter(move |(_, (e0, _))| start < *e0)
-            .map(|((s0, _), (e0, r))| (*s0, *e0, r));
-        let long = self
-            .long
-            .iter_mut()
-            .filter(move |(s0, e0, _)| *s0 < end && start < *e0)
-            .map(|(s0, e0, r)| (*s0, *e0, r));
-        short.chain(long)
+            .range_mut((span.start.saturating_sub(SHORT_RECORD - 1), 0)..(span.end, 0))
+            .map(|(_, r)| r);
+        short
+            .chain(self.long.iter_mut())
+            .filter(move |r| r.span.overlaps(&span))
     }
 
-    fn push(&mut self, start: i64, end: i64, rec: Record) {
-        if end - start <= SHORT_RECORD {
+    fn push(&mut self, rec: Record) {
+        if rec.span.end - rec.span.start <= SHORT_RECORD {
             self.next += 1;
-            self.short.insert((start, self.next), (end, rec));
+            self.short.insert((rec.span.start, self.next), rec);
         } else {
-            self.long.push((start, end, rec));
+            self.long.push(rec);
         }
     }
 
-    /// Drops the records `[start, end)` covers whole.
-    fn retire_within(&mut self, start: i64, end: i64) {
+    /// Drops the records whose bytes `span` covers.
+    fn retire_within(&mut self, span: Span) {
         let covered: Vec<(i64, u64)> = self
             .short
-            .range((start, 0)..(end, 0))
-            .filter(|(_, (e0, _))| *e0 <= end)
+            .range((span.start, 0)..(span.end, 0))
+            .filter(|(_, r)| span.covers(&r.span))
             .map(|(k, _)| *k)
             .collect();
         for k in covered {
             self.short.remove(&k);
         }
-        self.long
-            .retain(|(s0, e0, _)| !(start <= *s0 && *e0 <= end));
+        self.long.retain(|r| !span.covers(&r.span));
     }
 }
 
@@ -355,10 +366,7 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
         // A write follows the readers of the bytes it writes (not those of
         // other parts of a record it overlaps), or all of them where it will
         // stand in for them (more than `MANY_READERS`, see below).
-        let dep = |rec: &Record,
-                   write: bool,
-                   (start, end): (i64, i64),
-                   need: &mut Vec<(usize, u64, bool)>| {
+        let dep = |rec: &Record, write: bool, span: Span, need: &mut Vec<(usize, u64, bool)>| {
             if let Some(f) = rec.writer {
                 need.push((f, infos[f].latency, false));
             }
@@ -367,8 +375,8 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                 need.extend(
                     rec.readers
                         .iter()
-                        .filter(|&&(_, s0, e0)| all || (s0 < end && start < e0))
-                        .map(|&(f, _, _)| (f, 1, false)),
+                        .filter(|(_, s)| all || s.overlaps(&span))
+                        .map(|&(f, _)| (f, 1, false)),
                 );
             }
         };
@@ -387,17 +395,17 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                             Some(f) if b.accumulate > 0 && infos[f].accumulate > 0 => {
                                 need.push((f, infos[f].accumulate, false));
                                 if write {
-                                    need.extend(rec.readers.iter().map(|&(r, _, _)| (r, 1, false)));
+                                    need.extend(rec.readers.iter().map(|&(r, _)| (r, 1, false)));
                                 }
                             }
-                            _ => dep(rec, write, (i64::MIN, i64::MAX), &mut need),
+                            _ => dep(rec, write, WHOLE, &mut need),
                         }
                     }
                 }
-                Place::Mem { mem, start, end } => {
+                Place::Mem { mem, span } => {
                     if let Some(recs) = mems.get_mut(&mem) {
-                        for (_, _, rec) in recs.overlapping(start, end) {
-                            dep(rec, write, (start, end), &mut need);
+                        for rec in recs.overlapping(span) {
+                            dep(rec, write, span, &mut need);
                         }
                     }
                 }
@@ -424,24 +432,21 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                     regs.entry((file, reg))
                         .or_default()
                         .readers
-                        .push((to, i64::MIN, i64::MAX));
+                        .push((to, WHOLE));
                 }
-                Place::Mem { mem, start, end } => {
+                Place::Mem { mem, span } => {
                     let recs = mems.entry(mem).or_default();
                     let mut found = false;
-                    for (s0, e0, rec) in recs.overlapping(start, end) {
-                        rec.readers.push((to, start, end));
-                        found |= s0 <= start && end <= e0;
+                    for rec in recs.overlapping(span) {
+                        rec.readers.push((to, span));
+                        found |= rec.span.covers(&span);
                     }
                     if !found {
-                        recs.push(
-                            start,
-                            end,
-                            Record {
-                                writer: None,
-                                readers: vec![(to, start, end)],
-                            },
-                        );
+                        recs.push(Record {
+                            span,
+                            writer: None,
+                            readers: vec![(to, span)],
+                        });
                     }
                 }
             }
@@ -452,14 +457,15 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                     regs.insert(
                         (file, reg),
                         Record {
+                            span: WHOLE,
                             writer: Some(to),
                             readers: Vec::new(),
                         },
                     );
                 }
-                Place::Mem { mem, start, end } => {
+                Place::Mem { mem, span } => {
                     let recs = mems.entry(mem).or_default();
-                    recs.retire_within(start, end);
+                    recs.retire_within(span);
                     // A record with many readers this write overlaps only in
                     // part: this write now stands for its readers (it follows
                     // them all), so a later write follows one instruction
@@ -467,25 +473,24 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                     // element moves). Its writer stays: reads still wait for
                     // the data they read. Few readers are kept exactly (no
                     // false ordering between writes to different parts).
-                    for (s0, e0, rec) in recs.overlapping(start, end) {
+                    for rec in recs.overlapping(span) {
                         if rec.readers.len() > MANY_READERS {
                             // It stands for readers anywhere in the record.
                             let (lo, hi) = rec
                                 .readers
                                 .iter()
-                                .fold((s0, e0), |(l, h), &(_, a, b)| (l.min(a), h.max(b)));
+                                .fold((rec.span.start, rec.span.end), |(l, h), (_, s)| {
+                                    (l.min(s.start), h.max(s.end))
+                                });
                             rec.readers.clear();
-                            rec.readers.push((to, lo, hi));
+                            rec.readers.push((to, Span::dense(lo, hi)));
                         }
                     }
-                    recs.push(
-                        start,
-                        end,
-                        Record {
-                            writer: Some(to),
-                            readers: Vec::new(),
-                        },
-                    );
+                    recs.push(Record {
+                        span,
+                        writer: Some(to),
+                        readers: Vec::new(),
+                    });
                 }
             }
         }

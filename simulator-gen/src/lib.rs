@@ -366,8 +366,11 @@ impl Gen<'_> {
         quote!(Inst::#variant { #(#fields),* } => { #(#extents)* #(#stmts)* })
     }
 
-    /// Footprint of a memory operand in bytes from its base: (Σ (dim-1)·stride + 1) · element bytes.
-    fn footprint(&self, o: &Operand) -> TokenStream {
+    /// The bytes a memory operand touches from its base `b`, as a
+    /// [`targets::sim::Span`]: rows of its first dimension, each as wide as
+    /// the rest of its dimensions reach ((Σ (dim-1)·stride + 1) · element
+    /// bytes), one every first stride.
+    fn span(&self, o: &Operand, b: &Ident) -> TokenStream {
         let OperandKind::Mem {
             shape,
             stride,
@@ -375,7 +378,7 @@ impl Gen<'_> {
             ..
         } = &o.kind
         else {
-            return quote!(0i64);
+            return quote!(Span::dense(0, 0));
         };
         let dims: Vec<TokenStream> = shape.iter().map(|e| expr(e, Some(self.inst))).collect();
         let strides = match stride {
@@ -383,11 +386,14 @@ impl Gen<'_> {
             None => Self::dense_strides(&dims),
         };
         let bytes = dtype.bytes() as i64;
-        let parts = dims
+        let (Some(rows), Some(pitch)) = (dims.first(), strides.first()) else {
+            return quote!(Span::dense(*#b as i64, *#b as i64 + #bytes));
+        };
+        let parts = dims[1..]
             .iter()
-            .zip(&strides)
+            .zip(&strides[1..])
             .map(|(d, s)| quote!((#d - 1).max(0) * #s));
-        quote!(((0i64 #(+ #parts)*) + 1) * #bytes)
+        quote!(Span::rows(*#b as i64, (#rows).max(1), (#pitch) * #bytes, ((0i64 #(+ #parts)*) + 1) * #bytes))
     }
 
     /// Bytes an operand's elements occupy: Π dims · element bytes.
@@ -435,9 +441,9 @@ impl Gen<'_> {
             match &op.kind {
                 OperandKind::Mem { mem, .. } => {
                     let mi = mem.index();
-                    let fp = self.footprint(op);
+                    let span = self.span(op, &b);
                     let n = self.elements(op);
-                    quote!(fx.accesses.push(Access { write: #write, bytes: #n, place: Place::Mem { mem: #mi, start: *#b as i64, end: *#b as i64 + #fp } });)
+                    quote!(fx.accesses.push(Access { write: #write, bytes: #n, place: Place::Mem { mem: #mi, span: #span } });)
                 }
                 OperandKind::Reg { file, .. } => {
                     let fi = file.index();
@@ -515,7 +521,7 @@ fn generate_file(m: &Machine) -> syn::File {
     let effect_arms = gens.iter().zip(&variants).map(|(g, v)| g.effects_arm(v));
     syn::parse_quote! {
         use super::inst::Inst;
-        use crate::sim::{arith, cast, func, Access, Effects, Fault, Place, State};
+        use crate::sim::{arith, cast, func, Access, Effects, Fault, Place, Span, State};
         use isa_specs::Machine;
         use isa_specs::model::DType;
 

@@ -13,7 +13,7 @@
 //! [`Fault::DmaConflict`]. Data effects are applied at issue; the conflict
 //! checks guarantee nothing can observe the difference.
 
-use super::{Effects, Fault, Place, State, Trace};
+use super::{Effects, Fault, Place, Span, State, Trace};
 use isa_specs::Machine;
 use isa_specs::model::{Hazards, SlotId, UnitId};
 use isa_specs::program::Program;
@@ -161,8 +161,7 @@ pub struct Outcome {
 struct InFlight {
     end: u64,
     mem: usize,
-    start: i64,
-    stop: i64,
+    span: Span,
     write: bool,
 }
 
@@ -174,8 +173,8 @@ struct Engine<'m> {
     /// Registers last written by an instruction with accumulation
     /// forwarding: from when the next accumulating instruction may use them.
     acc_ready: HashMap<(usize, u32), u64>,
-    /// Memory regions a synchronous unit is still writing: (memory, start, end, ready cycle).
-    mem_ready: Vec<(usize, i64, i64, u64)>,
+    /// Memory regions a synchronous unit is still writing: (memory, bytes, ready cycle).
+    mem_ready: Vec<(usize, Span, u64)>,
     mem_booked: Vec<u64>,
     inflight: Vec<InFlight>,
     /// Pending semaphore increments: (cycle, bank, index).
@@ -241,10 +240,6 @@ impl Engine<'_> {
             .map(|(t, ..)| (*t).max(from))
             .min()
     }
-}
-
-fn overlaps(a: (i64, i64), b: (i64, i64)) -> bool {
-    a.0 < b.1 && b.0 < a.1
 }
 
 /// Runs a program: loads its data and `inputs` (`(name, bytes)`), then issues its bundles.
@@ -493,11 +488,11 @@ fn issue_time<T: SimIsa>(
                     Place::Reg { file, reg } => {
                         t = t.max(e.reg_time(file, reg, T::accumulate(m, inst)));
                     }
-                    Place::Mem { mem, start, end } => {
-                        for &(_, _, _, ready) in e
+                    Place::Mem { mem, span } => {
+                        for &(_, _, ready) in e
                             .mem_ready
                             .iter()
-                            .filter(|w| w.0 == mem && overlaps((start, end), (w.1, w.2)))
+                            .filter(|w| w.0 == mem && span.overlaps(&w.1))
                         {
                             t = t.max(ready);
                         }
@@ -573,27 +568,29 @@ fn check_hazards(e: &Engine<'_>, m: &Machine, f: &Effects, acc: i64) -> Result<(
                     });
                 }
             }
-            Place::Mem { mem, start, end } => {
+            Place::Mem { mem, span } => {
                 if m.hazards == Hazards::Exposed
                     && let Some(w) = e
                         .mem_ready
                         .iter()
-                        .find(|w| w.0 == mem && w.3 > e.now && overlaps((start, end), (w.1, w.2)))
+                        .find(|w| w.0 == mem && w.2 > e.now && span.overlaps(&w.1))
                 {
                     return Err(Fault::MemoryHazard {
                         memory: m.memories[mem].name.clone(),
-                        addr: start.max(w.1) as u64,
+                        addr: span.start.max(w.1.start) as u64,
                         cycle: e.now,
-                        ready: w.3,
+                        ready: w.2,
                     });
                 }
-                for x in e.inflight.iter().filter(|x| {
-                    x.end > e.now && x.mem == mem && overlaps((start, end), (x.start, x.stop))
-                }) {
+                for x in e
+                    .inflight
+                    .iter()
+                    .filter(|x| x.end > e.now && x.mem == mem && span.overlaps(&x.span))
+                {
                     if x.write || a.write {
                         return Err(Fault::DmaConflict {
                             memory: m.memories[mem].name.clone(),
-                            addr: start.max(x.start) as u64,
+                            addr: span.start.max(x.span.start) as u64,
                             cycle: e.now,
                             until: x.end,
                         });
@@ -651,11 +648,7 @@ fn issue<T: SimIsa>(
     e.energy += T::energy(m, inst);
     for a in &f.accesses {
         match a.place {
-            Place::Mem {
-                mem,
-                start: s,
-                end: t,
-            } => {
+            Place::Mem { mem, span } => {
                 let x = &m.memories[mem];
                 if a.write {
                     e.bytes_written[mem] += a.bytes;
@@ -668,12 +661,11 @@ fn issue<T: SimIsa>(
                     e.inflight.push(InFlight {
                         end,
                         mem,
-                        start: s,
-                        stop: t,
+                        span,
                         write: a.write,
                     });
                 } else if a.write && end > e.now + 1 {
-                    e.mem_ready.push((mem, s, t, end));
+                    e.mem_ready.push((mem, span, end));
                 }
             }
             Place::Reg { file, reg } => {
@@ -695,7 +687,7 @@ fn issue<T: SimIsa>(
     }
     e.inflight.retain(|x| x.end > e.now);
     let now = e.now;
-    e.mem_ready.retain(|w| w.3 > now);
+    e.mem_ready.retain(|w| w.2 > now);
     e.last_done = e.last_done.max(end);
     if let Some(tr) = trace {
         let tid = (u as u64) * 1000 + copy as u64;

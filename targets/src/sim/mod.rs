@@ -21,15 +21,148 @@ pub enum Place {
         /// Register index.
         reg: u32,
     },
-    /// A byte range of a memory.
+    /// Bytes of a memory.
     Mem {
         /// Memory id.
         mem: usize,
-        /// First byte.
-        start: i64,
-        /// One past the last byte.
-        end: i64,
+        /// Which bytes.
+        span: Span,
     },
+}
+
+/// The bytes an access touches: rows of `width` bytes, one every `pitch`
+/// bytes from `start`, the last ending at `end`. A dense range is one row
+/// (`pitch == width == end - start`). A tile of a larger row-major matrix
+/// is one span of its rows, so accesses to different columns of the same
+/// rows do not overlap although their ranges interleave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// First byte.
+    pub start: i64,
+    /// One past the last byte.
+    pub end: i64,
+    /// Bytes from the start of a row to the start of the next.
+    pub pitch: i64,
+    /// Bytes of each row.
+    pub width: i64,
+}
+
+impl Span {
+    /// The bytes `start..end`.
+    pub fn dense(start: i64, end: i64) -> Span {
+        let n = (end - start).max(0);
+        Span {
+            start,
+            end,
+            pitch: n,
+            width: n,
+        }
+    }
+
+    /// `rows` rows of `width` bytes, `pitch` apart, from `start` (dense if
+    /// the rows touch or overlap).
+    pub fn rows(start: i64, rows: i64, pitch: i64, width: i64) -> Span {
+        let end = start + (rows - 1).max(0) * pitch + width;
+        if rows <= 1 || width >= pitch || width <= 0 {
+            Span::dense(start, end)
+        } else {
+            Span {
+                start,
+                end,
+                pitch,
+                width,
+            }
+        }
+    }
+
+    /// Whether its bytes are one range.
+    pub fn is_dense(&self) -> bool {
+        self.width >= self.pitch
+    }
+
+    /// Whether any of its rows meets the bytes `x0..x1`.
+    fn meets_range(&self, x0: i64, x1: i64) -> bool {
+        if !(self.start < x1 && x0 < self.end) {
+            return false;
+        }
+        if self.is_dense() {
+            return true;
+        }
+        // The first row ending after x0.
+        let i = ((x0 - self.start - self.width).div_euclid(self.pitch) + 1).max(0);
+        let row = self.start + i * self.pitch;
+        row < x1 && row < self.end
+    }
+
+    /// Whether the two share a byte. Exact when either is dense or both
+    /// have the same pitch; otherwise it compares rows, up to 256 of them,
+    /// and beyond that answers yes (the safe side).
+    pub fn overlaps(&self, o: &Span) -> bool {
+        if !(self.start < o.end && o.start < self.end) {
+            return false;
+        }
+        if self.is_dense() {
+            return o.meets_range(self.start, self.end);
+        }
+        if o.is_dense() {
+            return self.meets_range(o.start, o.end);
+        }
+        if self.pitch == o.pitch {
+            // Rows at the same offsets within the pitch.
+            let p = self.pitch;
+            let (a, b) = (self.start.rem_euclid(p), o.start.rem_euclid(p));
+            let columns = [-p, 0, p]
+                .iter()
+                .any(|k| a < b + k + o.width && b + k < a + self.width);
+            // Overlapping ranges of rows with overlapping columns.
+            return columns;
+        }
+        let (few, many) = if self.row_count() <= o.row_count() {
+            (self, o)
+        } else {
+            (o, self)
+        };
+        few.rows_meet(many)
+    }
+
+    /// Number of rows.
+    fn row_count(&self) -> i64 {
+        if self.is_dense() {
+            1
+        } else {
+            (self.end - self.start - self.width) / self.pitch + 1
+        }
+    }
+
+    /// Whether a row of `self` meets `o` (checking at most 256 rows of
+    /// `self`; yes beyond).
+    fn rows_meet(&self, o: &Span) -> bool {
+        let n = self.row_count();
+        if n > 256 {
+            return true;
+        }
+        (0..n).any(|i| {
+            let r = self.start + i * self.pitch;
+            o.meets_range(r, (r + self.width).min(self.end))
+        })
+    }
+
+    /// Whether every byte of `o` is one of its bytes.
+    pub fn covers(&self, o: &Span) -> bool {
+        if !(self.start <= o.start && o.end <= self.end) {
+            return false;
+        }
+        if self.is_dense() {
+            return true;
+        }
+        // Within one row, or rows of the same pitch within our columns.
+        let i = (o.start - self.start).div_euclid(self.pitch);
+        let row = self.start + i * self.pitch;
+        if o.end <= row + self.width {
+            return true;
+        }
+        !o.is_dense() && o.pitch == self.pitch && o.start + o.width <= row + self.width
+    }
 }
 
 /// One read or write of an instruction.
@@ -66,5 +199,71 @@ impl Effects {
         self.waits.clear();
         self.halt = false;
         self.fence = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Span;
+    use proptest::prelude::*;
+
+    /// The bytes of a span, one by one.
+    fn bytes(s: &Span) -> std::collections::BTreeSet<i64> {
+        let mut out = std::collections::BTreeSet::new();
+        let mut row = s.start;
+        while row < s.end {
+            out.extend(row..(row + s.width).min(s.end));
+            if s.is_dense() {
+                break;
+            }
+            row += s.pitch;
+        }
+        out
+    }
+
+    fn span() -> impl Strategy<Value = Span> {
+        (0i64..200, 1i64..6, 1i64..40, 1i64..40)
+            .prop_map(|(start, rows, pitch, width)| Span::rows(start, rows, pitch, width))
+    }
+
+    proptest! {
+        /// Overlap is never denied where bytes are shared, and exact when
+        /// either span is dense or both have one pitch.
+        #[test]
+        fn overlap_agrees_with_the_bytes(a in span(), b in span()) {
+            let shared = !bytes(&a).is_disjoint(&bytes(&b));
+            let said = a.overlaps(&b);
+            prop_assert_eq!(said, b.overlaps(&a));
+            if shared {
+                prop_assert!(said, "{a:?} {b:?} share bytes");
+            }
+            if a.is_dense() || b.is_dense() {
+                prop_assert_eq!(said, shared, "{:?} {:?}", a, b);
+            }
+        }
+
+        /// Covering is never claimed where a byte is missing.
+        #[test]
+        fn cover_agrees_with_the_bytes(a in span(), b in span()) {
+            if a.covers(&b) {
+                prop_assert!(bytes(&b).is_subset(&bytes(&a)), "{a:?} {b:?}");
+            }
+            if a.is_dense() && b.start >= a.start && b.end <= a.end {
+                prop_assert!(a.covers(&b));
+            }
+        }
+    }
+
+    #[test]
+    fn columns_of_the_same_rows_are_apart() {
+        // Two 128-column f32 tiles of a 1024-column matrix, side by side.
+        let a = Span::rows(0, 64, 4096, 512);
+        let b = Span::rows(512, 64, 4096, 512);
+        assert!(!a.overlaps(&b));
+        assert!(a.overlaps(&Span::rows(256, 64, 4096, 512)));
+        assert!(a.overlaps(&Span::dense(4096 * 63, 4096 * 63 + 1)));
+        assert!(!a.overlaps(&Span::dense(600, 4000)));
+        assert!(Span::rows(0, 64, 4096, 1024).covers(&a));
+        assert!(!a.covers(&Span::rows(0, 64, 4096, 1024)));
     }
 }
