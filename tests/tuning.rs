@@ -233,21 +233,69 @@ fn the_weights_are_loaded_once_across_row_blocks_when_they_fit() {
 fn a_large_transfer_is_spread_over_the_dma_engines() {
     // vliw-systolic has four DMA engines of 512 bytes per cycle behind a
     // 1142-byte HBM: a 256-row block of a 512-wide f32 input (512 KiB) goes
-    // as four transfers of 64 rows signalling one semaphore.
+    // as four transfers of 64 rows signalling one semaphore (brought whole,
+    // without bands; with bands, each band goes as four).
     let g = compiler::bench::gemm_graph(512, 512, 512);
     let t = targets::by_name("vliw-systolic").expect("target");
+    let whole = Options {
+        band_runs: false,
+        ..Options::default()
+    };
+    let loads = |c: &lower::Compiled| -> Vec<String> {
+        c.selected_text(t.machine())
+            .into_iter()
+            .filter(|l| l.starts_with("dma_ld_f32"))
+            .collect()
+    };
+    let c = lower::compile_with(t, t.machine(), &g, whole).expect("compiles");
+    let l = loads(&c);
+    assert_eq!(l.len(), 8, "{l:#?}");
+    assert!(l.iter().all(|l| l.contains(", 64, 512, 512,")), "{l:#?}");
     let c = lower::compile(t, t.machine(), &g).expect("compiles");
-    let selected = c.selected_text(t.machine());
-    let loads: Vec<&String> = selected
-        .iter()
-        .filter(|l| l.starts_with("dma_ld_f32"))
-        .collect();
-    assert_eq!(loads.len(), 8, "{loads:#?}");
+    let l = loads(&c);
+    // Bands of 128, 128 and 256 columns, each in four transfers of 64 rows.
+    assert_eq!(l.len(), 24, "{l:#?}");
     assert!(
-        loads.iter().all(|l| l.contains(", 64, 512, 512,")),
-        "{loads:#?}"
+        l.iter()
+            .all(|l| l.starts_with("dma_ld_f32 sem") && l.contains(", 64, ")),
+        "{l:#?}"
     );
     let inputs = compiler::run::random_inputs(&g, 9);
     let run = compiler::run::run_compiled(t, t.machine(), &g, c, &inputs, None).expect("runs");
+    assert!(run.checks.iter().all(|c| c.ok));
+}
+
+#[test]
+fn staged_runs_come_in_bands_so_the_first_passes_start_early() {
+    // GEMM 512³ on vliw-systolic: the first 256-row block of the f32 input
+    // (512 KiB) comes on chip in bands of 128, 128 and 256 columns, each
+    // converted to bf16 as it lands, so the first pass waits for one band
+    // instead of the whole block.
+    let g = compiler::bench::gemm_graph(512, 512, 512);
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let first_pass = |c: &lower::Compiled| {
+        c.bundles
+            .iter()
+            .position(|b| {
+                b.ops
+                    .iter()
+                    .any(|(_, i)| m.instructions[i.inst.index()].name.starts_with("mmul"))
+            })
+            .expect("a pass")
+    };
+    let banded = lower::compile(t, m, &g).expect("compiles");
+    let whole = Options {
+        band_runs: false,
+        ..Options::default()
+    };
+    let whole = lower::compile_with(t, m, &g, whole).expect("compiles");
+    let (fb, fw) = (first_pass(&banded), first_pass(&whole));
+    assert!(fb + 300 < fw, "first pass at {fb} in bands, {fw} whole");
+    let cycles = |c: &lower::Compiled| compiler::run::timing(t, m, c).expect("simulates").cycles;
+    let (cb, cw) = (cycles(&banded), cycles(&whole));
+    assert!(cb < cw, "{cb} cycles in bands, {cw} whole");
+    let inputs = compiler::run::random_inputs(&g, 5);
+    let run = compiler::run::run_compiled(t, m, &g, banded, &inputs, None).expect("runs");
     assert!(run.checks.iter().all(|c| c.ok));
 }

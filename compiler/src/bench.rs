@@ -35,6 +35,7 @@ pub const SWITCHES: &[Switch] = &[
     ("fuse_attention", |o| o.fuse_attention = false),
     ("operand_reuse", |o| o.operand_reuse = false),
     ("stage_runs", |o| o.stage_runs = false),
+    ("band_runs", |o| o.band_runs = false),
     ("pipeline_tiles", |o| o.pipeline_tiles = false),
     ("spread_buffers", |o| o.spread_buffers = false),
     ("overlap_transfers", |o| o.overlap_transfers = false),

@@ -153,6 +153,10 @@ pub struct OptArgs {
     /// the instruction reads it from memory, instead of a whole run at once.
     #[arg(long)]
     no_stage_runs: bool,
+    /// Bring a staged run on chip whole, with one wait before its first
+    /// reduction step, instead of in growing bands each waited for alone.
+    #[arg(long)]
+    no_band_runs: bool,
     /// Finish each output tile (epilogue and store) before computing the next,
     /// instead of computing the next tiles' products first.
     #[arg(long)]
@@ -207,6 +211,7 @@ impl OptArgs {
             fuse_attention: !self.no_fuse_attention,
             operand_reuse: !self.no_operand_reuse,
             stage_runs: !self.no_stage_runs,
+            band_runs: !self.no_band_runs,
             pipeline_tiles: !self.no_pipeline_tiles,
             spread_buffers: !self.no_spread_buffers,
             overlap_transfers: !self.no_overlap_transfers,

@@ -18,13 +18,44 @@ use isa_specs::select::{TileAccess, TileExpr, TileOp, TileTensor};
 pub(super) struct Staged {
     /// First reduction index it holds.
     k0: i64,
-    /// Reduction indices it holds.
-    len: i64,
     /// First index and extent of the other dimension.
     other0: i64,
     other: i64,
-    /// Where.
-    tile: MemTile,
+    /// Where, in bands of the reduction: `(first index within the run,
+    /// length, tile)`.
+    bands: Vec<(i64, i64, MemTile)>,
+}
+
+impl Staged {
+    /// The band holding reduction indices `k..k + n` of the run, and the
+    /// offset of `k` in it.
+    fn band(&self, k: i64, n: i64) -> Option<(&MemTile, i64)> {
+        let at = k - self.k0;
+        self.bands
+            .iter()
+            .find(|(b0, w, _)| *b0 <= at && at + n <= b0 + w)
+            .map(|(b0, _, t)| (t, at - b0))
+    }
+}
+
+/// Bytes of the smallest band of a staged run ([`band_lengths`]).
+const MIN_BAND: i64 = 16 << 10;
+
+/// The lengths of the bands a staged run of `len` reduction indices comes on
+/// chip in, `step` a reduction step: one step, one, two, four… (the last
+/// takes the rest), so the first steps wait for little of the run.
+fn band_lengths(len: i64, step: i64) -> Vec<i64> {
+    let mut out = Vec::new();
+    let (mut at, mut next) = (0, step.max(1));
+    while at < len {
+        let w = if len - at < 2 * next { len - at } else { next };
+        out.push(w);
+        at += w;
+        if out.len() > 1 {
+            next *= 2;
+        }
+    }
+    out
 }
 
 /// How a matrix product is computed.
@@ -769,15 +800,23 @@ impl Lowerer<'_> {
     /// Keeps a staged run of `B` for later tiles of its columns, within a
     /// quarter of its memory for all the runs kept of a product.
     fn keep_b(&mut self, key: (usize, i64, i64), s: Staged) {
-        let bytes = |t: &MemTile| (t.rows * t.pitch) as u64 * t.dtype.bytes();
-        let room = self.e.m.memories[s.tile.mem.index()].size.value.max(0) as u64 / 4;
+        let bytes = |s: &Staged| {
+            s.bands
+                .iter()
+                .map(|(_, _, t)| (t.rows * t.pitch) as u64 * t.dtype.bytes())
+                .sum::<u64>()
+        };
+        let Some((_, _, t)) = s.bands.first() else {
+            return;
+        };
+        let room = self.e.m.memories[t.mem.index()].size.value.max(0) as u64 / 4;
         let held: u64 = self
             .kept_b
             .iter()
             .filter(|(k, _)| **k != key)
-            .map(|(_, x)| bytes(&x.tile))
+            .map(|(_, x)| bytes(x))
             .sum();
-        if held + bytes(&s.tile) <= room {
+        if held + bytes(&s) <= room {
             self.kept_b.insert(key, s);
         } else {
             self.kept_b.remove(&key);
@@ -1144,9 +1183,9 @@ impl Lowerer<'_> {
         // The reduction offset of this step and the extent of the other dimension.
         let (k0, other0, other) = if is_a { (c0, r0, rows) } else { (r0, c0, cols) };
         let kstep = if is_a { cols } else { rows };
-        let fresh = staged.as_ref().is_none_or(|s| {
-            k0 < s.k0 || k0 + kstep > s.k0 + s.len || s.other0 != other0 || s.other != other
-        });
+        let fresh = staged
+            .as_ref()
+            .is_none_or(|s| s.other0 != other0 || s.other != other || s.band(k0, kstep).is_none());
         if fresh {
             let Place::Mem(sm) = stage_loc.place else {
                 unreachable!()
@@ -1156,11 +1195,6 @@ impl Lowerer<'_> {
             let step = p.tk.max(1);
             let run = (budget / step).max(1) * step;
             let len = machine::rup(p.k - k0, step).min(run).max(kstep);
-            let src = if is_a {
-                whole.view(r0, k0, rows, len)
-            } else {
-                whole.view(k0, c0, len, cols)
-            };
             // The buffer suits both the copy out of it and the one into it
             // (a conversion through registers stores whole register rows).
             let pad = if strided {
@@ -1176,29 +1210,63 @@ impl Lowerer<'_> {
                     .and_then(|(_, ch)| ch.last().map(|&ci| self.info.copies[ci].pad()));
                 out.max(into).unwrap_or(Pad::Dense)
             };
-            let tile = match self
-                .e
-                .to_loc(Val::Mem(src), stage_loc, None, pad)
-                .map_err(err)?
-            {
-                Val::Mem(t) => t,
-                Val::Reg(_) | Val::Splat(_) => {
-                    return Err(err("staged operand landed in a register"));
+            // In bands where each can be brought in alone (a band's start
+            // may not meet a transfer's alignment), else whole.
+            let mut bands = None;
+            if self.opts.band_runs {
+                // Bands of at least MIN_BAND bytes: smaller ones would
+                // wait more for their transfers than they let start early.
+                let per_index = other.max(1) * whole.dtype.bytes() as i64;
+                let unit = step.max(kstep);
+                let unit = unit * (MIN_BAND / (per_index * unit).max(1)).max(1);
+                let widths = band_lengths(len, unit);
+                if widths.len() > 1 {
+                    let cp = self.e.checkpoint();
+                    bands = self
+                        .stage_bands(
+                            &whole,
+                            is_a,
+                            (r0, c0),
+                            (rows, cols),
+                            k0,
+                            &widths,
+                            stage_loc,
+                            pad,
+                        )
+                        .ok();
+                    if bands.is_none() {
+                        self.e.rollback(cp);
+                    }
                 }
+            }
+            let bands = match bands {
+                Some(b) => b,
+                None => self.stage_bands(
+                    &whole,
+                    is_a,
+                    (r0, c0),
+                    (rows, cols),
+                    k0,
+                    &[len],
+                    stage_loc,
+                    pad,
+                )?,
             };
             *staged = Some(Staged {
                 k0,
-                len,
                 other0,
                 other,
-                tile,
+                bands,
             });
         }
-        let s = staged.as_ref().ok_or_else(|| err("staging"))?;
+        let (band, at) = staged
+            .as_ref()
+            .and_then(|s| s.band(k0, kstep))
+            .ok_or_else(|| err("staging"))?;
         let slice = if is_a {
-            s.tile.view(0, k0 - s.k0, rows, cols)
+            band.view(0, at, rows, cols)
         } else {
-            s.tile.view(k0 - s.k0, 0, rows, cols)
+            band.view(at, 0, rows, cols)
         };
         if Place::Mem(slice.mem) == loc.place && slice.dtype == loc.dtype {
             return Ok(Val::Mem(slice));
@@ -1206,6 +1274,39 @@ impl Lowerer<'_> {
         self.e
             .to_loc(Val::Mem(slice), loc, None, Pad::Dense)
             .map_err(err)
+    }
+
+    /// Brings reduction indices `k0..` of operand `whole` to `at` in bands
+    /// of `widths`: `(first index within the run, width, tile)` each.
+    #[allow(clippy::too_many_arguments)]
+    fn stage_bands(
+        &mut self,
+        whole: &MemTile,
+        is_a: bool,
+        (r0, c0): (i64, i64),
+        (rows, cols): (i64, i64),
+        k0: i64,
+        widths: &[i64],
+        at: Loc,
+        pad: Pad,
+    ) -> Result<Vec<(i64, i64, MemTile)>, LowerError> {
+        let mut bands = Vec::with_capacity(widths.len());
+        let mut b0 = 0;
+        for &w in widths {
+            let src = if is_a {
+                whole.view(r0, k0 + b0, rows, w)
+            } else {
+                whole.view(k0 + b0, c0, w, cols)
+            };
+            match self.e.to_loc(Val::Mem(src), at, None, pad).map_err(err)? {
+                Val::Mem(t) => bands.push((b0, w, t)),
+                Val::Reg(_) | Val::Splat(_) => {
+                    return Err(err("staged operand landed in a register"));
+                }
+            }
+            b0 += w;
+        }
+        Ok(bands)
     }
 
     /// A tile of a constant operand kept resident at home in the exact layout

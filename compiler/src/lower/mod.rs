@@ -427,6 +427,11 @@ pub struct Options {
     /// one transfer (and one wait) even where the instruction reads it
     /// straight from memory, rather than one transfer per reduction step.
     pub stage_runs: bool,
+    /// A staged run comes on chip in bands of the reduction that grow (one
+    /// step, one, two, four…), each with its own transfer and wait, so the
+    /// first steps of a product start before the whole run has landed (and
+    /// been converted) rather than after it.
+    pub band_runs: bool,
     /// Products of the next output tiles are computed before the epilogue of
     /// a tile (software pipelining of the tile loop, as deep as the
     /// contraction's unit has copies), so they overlap.
@@ -479,6 +484,7 @@ impl Default for Options {
             fuse_attention: true,
             operand_reuse: true,
             stage_runs: true,
+            band_runs: true,
             pipeline_tiles: true,
             spread_buffers: true,
             overlap_transfers: true,
