@@ -46,6 +46,7 @@ pub const SWITCHES: &[Switch] = &[
     ("vector_gemv", |o| o.vector_gemv = false),
     ("fuse_rows", |o| o.fuse_rows = false),
     ("layout_fusion", |o| o.layout_fusion = false),
+    ("column_chunks", |o| o.column_chunks = false),
 ];
 
 /// Which set of workloads to run.

@@ -519,3 +519,69 @@ fn a_row_group_read_only_by_products_is_written_in_their_operand_type() {
     assert_eq!(count("vst_bf16"), 16);
     assert_eq!(count("vst"), 0);
 }
+
+#[test]
+fn a_gelu_between_two_products_is_computed_by_columns_so_they_overlap() {
+    // x · W1 → GELU (tanh form, a fan-out of element-wise nodes: a row group
+    // without reductions) → · W2. Computed a column chunk at a time, the
+    // second product's first reduction steps need only the first chunks.
+    let k = |name: &str, v: f32| TensorProto::from_f32(name, &[1], &[v]);
+    let n = |op: &str, name: &str, ins: &[&str]| NodeProto::new(op, name, ins, &[name]);
+    let nodes = vec![
+        n("MatMul", "h", &["x", "w1"]),
+        n("Mul", "sq", &["h", "h"]),
+        n("Mul", "cube", &["sq", "h"]),
+        n("Mul", "cubic", &["cube", "c1"]),
+        n("Add", "poly", &["h", "cubic"]),
+        n("Mul", "scaled", &["poly", "c2"]),
+        n("Tanh", "th", &["scaled"]),
+        n("Mul", "half", &["h", "c3"]),
+        n("Add", "onep", &["th", "c4"]),
+        n("Mul", "gelu", &["half", "onep"]),
+        n("MatMul", "y", &["gelu", "w2"]),
+    ];
+    let inits = vec![
+        ramp("w1", &[128, 1024], -0.02, 0.0000003),
+        ramp("w2", &[1024, 128], 0.03, -0.0000004),
+        k("c1", 0.044715),
+        k("c2", 0.797_884_6),
+        k("c3", 0.5),
+        k("c4", 1.0),
+    ];
+    let mut g = import_ok(&encode(graph(
+        nodes,
+        vec![input("x", &[128, 128])],
+        &["y"],
+        inits,
+    )));
+    compiler::interp::fold_constants(&mut g);
+    let on = run_on(
+        &g,
+        "vliw-systolic",
+        &[],
+        compiler::lower::Options::default(),
+    );
+    let off = run_on(
+        &g,
+        "vliw-systolic",
+        &[],
+        compiler::lower::Options {
+            column_chunks: false,
+            ..Default::default()
+        },
+    );
+    assert!(
+        on.compiled
+            .regions
+            .iter()
+            .any(|(r, _)| r.starts_with("Rows:")),
+        "{:?}",
+        on.compiled.regions
+    );
+    assert!(
+        on.report.cycles < off.report.cycles,
+        "{} cycles by columns, {} by rows",
+        on.report.cycles,
+        off.report.cycles
+    );
+}

@@ -349,7 +349,7 @@ halt
         third - first > 400,
         "third store at {third}, first at {first}"
     );
-    let mut repacked = p.clone();
+    let mut repacked = p;
     repacked.code = bundles
         .iter()
         .flat_map(|b| target::encode_bundle(t.isa(), m, b).expect("encodes"))

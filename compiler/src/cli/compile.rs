@@ -202,6 +202,12 @@ pub struct OptArgs {
     /// result in place of its transpose, a transposed B read as it is).
     #[arg(long)]
     no_layout_fusion: bool,
+    /// Compute a row group without reductions (GELU) row block by row block
+    /// across all its columns, instead of a column chunk at a time down all
+    /// the rows (which lets the product reading it start on the first
+    /// chunks).
+    #[arg(long)]
+    no_column_chunks: bool,
 }
 
 impl OptArgs {
@@ -222,6 +228,7 @@ impl OptArgs {
             vector_gemv: !self.no_vector_gemv,
             fuse_rows: !self.no_fuse_rows,
             layout_fusion: !self.no_layout_fusion,
+            column_chunks: !self.no_column_chunks,
         }
     }
 }

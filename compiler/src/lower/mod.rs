@@ -476,6 +476,11 @@ pub struct Options {
     /// read untransposed by a form taking `B` as rows of `N`. Without it,
     /// conversions and transposes are separate passes.
     pub layout_fusion: bool,
+    /// A row group without reductions (GELU) computes its result a column
+    /// chunk at a time down all the rows of a band, rather than row block by
+    /// row block across all the columns, so a product reading it as its `A`
+    /// may start its first reduction steps while the rest is computed.
+    pub column_chunks: bool,
 }
 
 impl Default for Options {
@@ -495,6 +500,7 @@ impl Default for Options {
             vector_gemv: true,
             fuse_rows: true,
             layout_fusion: true,
+            column_chunks: true,
         }
     }
 }

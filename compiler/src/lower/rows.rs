@@ -678,46 +678,62 @@ impl Lowerer<'_> {
                     dtype: out_home.dtype,
                 }
             };
-            let mut r = 0;
-            while r < hb {
-                let h = gr.min(hb - r);
-                let pieces: Vec<(i64, i64)> = if reduces {
-                    vec![(0, cols)]
-                } else {
-                    (0..cols)
-                        .step_by(gc as usize)
-                        .map(|c| (c, gc.min(cols - c)))
-                        .collect()
+            // Blocks of rows by pieces of columns: whole rows where the
+            // group reduces them; otherwise a column chunk at a time, down
+            // all the band's rows before the next chunk, so a product
+            // reading the result by columns (a reduction step of its `A`)
+            // may start on the first chunks while the others are computed,
+            // as its producer's column tiles may feed the first chunks.
+            let blocks: Vec<(i64, i64)> = (0..hb)
+                .step_by(gr as usize)
+                .map(|r| (r, gr.min(hb - r)))
+                .collect();
+            let pieces: Vec<(i64, i64)> = if reduces {
+                vec![(0, cols)]
+            } else {
+                (0..cols)
+                    .step_by(gc as usize)
+                    .map(|c| (c, gc.min(cols - c)))
+                    .collect()
+            };
+            let order: Vec<((i64, i64), (i64, i64))> = if self.opts.column_chunks {
+                pieces
+                    .iter()
+                    .flat_map(|&p| blocks.iter().map(move |&b| (b, p)))
+                    .collect()
+            } else {
+                blocks
+                    .iter()
+                    .flat_map(|&b| pieces.iter().map(move |&p| (b, p)))
+                    .collect()
+            };
+            for ((r, h), (c0, w0)) in order {
+                let block = RowBlock {
+                    tiles: &tiles,
+                    r,
+                    row0: r0 + r,
+                    h,
+                    c0,
+                    w0,
+                    gr,
+                    gc,
+                    reg,
                 };
-                for (c0, w0) in pieces {
-                    let block = RowBlock {
-                        tiles: &tiles,
-                        r,
-                        row0: r0 + r,
-                        h,
-                        c0,
-                        w0,
-                        gr,
-                        gc,
-                        reg,
-                    };
-                    let out = self.row_block(plan, &block, uniforms).map_err(|e| {
-                        err(format!("{}: {}", g.nodes[grp.nodes[0]].name, e.message))
-                    })?;
-                    for (k, x) in out.iter().enumerate() {
-                        let c = c0 + k as i64 * gc;
-                        let w = gc.min(c0 + w0 - c);
-                        self.e
-                            .to_loc(
-                                Val::Reg(x.clone()),
-                                dst_loc,
-                                Some(&dst.view(r, c, h, w)),
-                                Pad::Dense,
-                            )
-                            .map_err(err)?;
-                    }
+                let out = self
+                    .row_block(plan, &block, uniforms)
+                    .map_err(|e| err(format!("{}: {}", g.nodes[grp.nodes[0]].name, e.message)))?;
+                for (k, x) in out.iter().enumerate() {
+                    let c = c0 + k as i64 * gc;
+                    let w = gc.min(c0 + w0 - c);
+                    self.e
+                        .to_loc(
+                            Val::Reg(x.clone()),
+                            dst_loc,
+                            Some(&dst.view(r, c, h, w)),
+                            Pad::Dense,
+                        )
+                        .map_err(err)?;
                 }
-                r += h;
             }
             if to_home {
                 let to = Loc {
