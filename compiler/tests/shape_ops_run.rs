@@ -170,3 +170,38 @@ fn casts_that_would_change_values_are_refused() {
         targets::all().len()
     );
 }
+
+#[test]
+fn a_slice_of_a_value_kept_on_chip_is_copied_once() {
+    // relu(x) is kept on chip between its region and the slice's; columns
+    // 128..384 of its 64 rows (64 KiB of f32, 16 vector registers of 8 x 128
+    // on vliw-systolic) are copied straight into the slice's buffer, one
+    // load and one store per register, not first into a landing buffer and
+    // then out of it.
+    let i = |n: &str, v: i64| TensorProto::from_i64(n, &[1], &[v]);
+    let s = NodeProto::new("Slice", "s", &["r", "st", "en", "ax"], &["q"]);
+    let mm = NodeProto::new("MatMul", "mm", &["q", "w"], &["y"]);
+    let w = onnx_util::ramp("w", &[256, 128], -0.01, 0.0001);
+    let g = build(
+        vec![relu(), s, mm],
+        &[64, 512],
+        &["y"],
+        vec![i("st", 128), i("en", 384), i("ax", 1), w],
+    );
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let inputs = compiler::run::random_inputs(&g, 3);
+    let r = compiler::run::run(t, m, &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    let (_, n) = r
+        .compiled
+        .regions
+        .iter()
+        .find(|(name, _)| name.starts_with("Slice("))
+        .expect("a slice region");
+    assert!(
+        *n <= 2 * 16 + 4,
+        "{n} instructions: {:?}",
+        r.compiled.regions
+    );
+}

@@ -43,6 +43,10 @@ fn gcd(a: i64, b: i64) -> i64 {
 }
 
 /// The step of an evenly spaced, increasing run (a single row counts as step 1).
+/// Instructions beyond which a block of rows is not transferred straight
+/// into its destination ([`Lowerer::load_rows_into`]).
+const DIRECT_MOST: usize = 8;
+
 fn even_step(rows: &[i64]) -> Option<i64> {
     match rows {
         [] | [_] => Some(1),
@@ -426,10 +430,17 @@ impl Lowerer<'_> {
         };
         let budget = (self.tile_budget() / 16 / (span_max * land.dtype.bytes() as i64).max(1))
             .clamp(1, most);
+        // Rows kept on chip where tiles from home land, in their type: each
+        // block is brought straight into them where one transfer takes it
+        // (no copy on chip after the transfer).
+        let direct = !shifted && Place::Mem(dst.mem) == land.place && dst.dtype == land.dtype;
         for block in runs(pairs, budget as usize) {
             let h = block.len() as i64;
             let froms: Vec<i64> = block.iter().map(|p| p.0).collect();
             let tos: Vec<i64> = block.iter().map(|p| p.1).collect();
+            if direct && self.load_rows_into(src, dst, (&froms, &tos), (c0, d0), cols, land)? {
+                continue;
+            }
             let mut c = 0;
             while c < cols {
                 let w = w_max.min(cols - c);
@@ -471,6 +482,47 @@ impl Lowerer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Rows `froms` of `src` (columns `c0..c0 + cols`) transferred straight
+    /// into rows `tos` of `dst` (from column `d0`), each evenly spaced, in
+    /// one transfer and its wait; false (nothing emitted) where no transfer
+    /// takes that shape.
+    fn load_rows_into(
+        &mut self,
+        src: &Home,
+        dst: &Home,
+        (froms, tos): (&[i64], &[i64]),
+        (c0, d0): (i64, i64),
+        cols: i64,
+        land: Loc,
+    ) -> Result<bool, LowerError> {
+        let (Some(sf), Some(st), Some(&f0), Some(&t0)) =
+            (even_step(froms), even_step(tos), froms.first(), tos.first())
+        else {
+            return Ok(false);
+        };
+        let h = froms.len() as i64;
+        let from = self.rows_tile(src, f0, sf, c0, h, cols);
+        let into = self.rows_tile(dst, t0, st, d0, h, cols);
+        let on_chip = src.mem == dst.mem;
+        let cp = self.e.checkpoint();
+        let before = self.e.code.len();
+        match self.e.to_loc(Val::Mem(from), land, Some(&into), Pad::Dense) {
+            // From on chip: one copy instead of two (into a landing
+            // buffer, then out of it). From home: a few transfers (one per
+            // engine, say), not one per row where the rows are not dense on
+            // chip: those would cost more issue slots than the copy through
+            // registers after them.
+            Ok(Val::Mem(t)) if on_chip || self.e.code.len() - before <= DIRECT_MOST => {
+                self.e.ready(&t).map_err(err)?;
+                Ok(true)
+            }
+            _ => {
+                self.e.rollback(cp);
+                Ok(false)
+            }
+        }
     }
 
     /// Elements of `dt` per aligned step of transfers at home.
