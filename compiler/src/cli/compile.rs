@@ -208,6 +208,12 @@ pub struct OptArgs {
     /// chunks).
     #[arg(long)]
     no_column_chunks: bool,
+    /// Rank instructions for scheduling by the latency-weighted critical
+    /// path alone, instead of adding their distance from the end in a list
+    /// schedule of the reversed program under the machine's units and
+    /// memory bandwidth.
+    #[arg(long)]
+    no_reverse_priorities: bool,
 }
 
 impl OptArgs {
@@ -229,6 +235,7 @@ impl OptArgs {
             fuse_rows: !self.no_fuse_rows,
             layout_fusion: !self.no_layout_fusion,
             column_chunks: !self.no_column_chunks,
+            reverse_priorities: !self.no_reverse_priorities,
         }
     }
 }

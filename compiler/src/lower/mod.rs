@@ -481,6 +481,13 @@ pub struct Options {
     /// row block across all the columns, so a product reading it as its `A`
     /// may start its first reduction steps while the rest is computed.
     pub column_chunks: bool,
+    /// The scheduler ranks instructions by their critical path plus their
+    /// distance from the end in a list schedule of the reversed program
+    /// under the machine's units and bandwidth
+    /// ([`sched::Rules::reverse_priorities`]), so the work the end waits for
+    /// behind a busy unit or memory (the last output tiles' pops and
+    /// stores) comes first, rather than by the critical path alone.
+    pub reverse_priorities: bool,
 }
 
 impl Default for Options {
@@ -501,6 +508,7 @@ impl Default for Options {
             fuse_rows: true,
             layout_fusion: true,
             column_chunks: true,
+            reverse_priorities: true,
         }
     }
 }
@@ -2547,6 +2555,7 @@ impl Lowerer<'_> {
         }
         let rules = sched::Rules {
             transfers_are_barriers: !self.opts.overlap_transfers,
+            reverse_priorities: self.opts.reverse_priorities,
         };
         let (bundles, placed) = sched::schedule_checked(t, m, &insts, rules)
             .map_err(|e| err(format!("schedule is invalid: {}", e.join("; "))))?;
