@@ -33,7 +33,10 @@
 //!
 //! Among the instructions whose dependencies are met, the one with the longest
 //! latency-weighted path to the end goes first (critical-path list
-//! scheduling). A slot takes one instruction per bundle; a unit copy is busy
+//! scheduling); with [`Rules::reverse_priorities`] the rank adds the
+//! instruction's distance from the end in a list schedule of the reversed
+//! program under the same resources, which sees the units and bandwidth the
+//! critical path does not (the last output tiles' stores waiting for HBM). A slot takes one instruction per bundle; a unit copy is busy
 //! for the instruction's occupancy (until it finishes if not pipelined).
 //! Asynchronous transfers take turns on each memory they touch, each for its
 //! bytes over the memory's bandwidth, as the simulator books them: a
@@ -153,7 +156,7 @@ pub struct Rules {
     /// Instructions are ranked by their latency-weighted critical path plus
     /// how far from the end a list schedule of the reversed program, under
     /// the same units and memory bandwidth, places them
-    /// ([`reverse_priorities`]), rather than by the critical path alone.
+    /// (`reverse_priorities`), rather than by the critical path alone.
     pub reverse_priorities: bool,
 }
 
@@ -308,7 +311,7 @@ impl MemRecords {
 }
 
 /// Dependencies, found in one pass over the program with, per register, its
-/// last writer and readers since, and per memory the same for byte ranges (a
+/// last writer and readers since, and per memory the same for spans of rows (a
 /// write covering a range retires its record). Only the edges that bind are
 /// made: an instruction after a barrier depends on the latest barrier alone,
 /// a wait on the signals since the previous wait on its semaphore.
