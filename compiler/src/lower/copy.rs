@@ -42,11 +42,11 @@ fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a.max(1) } else { gcd(b, a % b) }
 }
 
-/// The step of an evenly spaced, increasing run (a single row counts as step 1).
-/// Instructions beyond which a block of rows is not transferred straight
-/// into its destination ([`Lowerer::load_rows_into`]).
+/// Instructions beyond which a block of rows from home is not transferred
+/// straight into its destination ([`Lowerer::load_rows_into`]).
 const DIRECT_MOST: usize = 8;
 
+/// The step of an evenly spaced, increasing run (a single row counts as step 1).
 fn even_step(rows: &[i64]) -> Option<i64> {
     match rows {
         [] | [_] => Some(1),
