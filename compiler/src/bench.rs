@@ -47,6 +47,7 @@ pub const SWITCHES: &[Switch] = &[
     ("fuse_rows", |o| o.fuse_rows = false),
     ("layout_fusion", |o| o.layout_fusion = false),
     ("column_chunks", |o| o.column_chunks = false),
+    ("dense_joins", |o| o.dense_joins = false),
     ("reverse_priorities", |o| o.reverse_priorities = false),
 ];
 

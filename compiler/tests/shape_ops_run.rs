@@ -205,3 +205,47 @@ fn a_slice_of_a_value_kept_on_chip_is_copied_once() {
         r.compiled.regions
     );
 }
+
+#[test]
+fn a_join_kept_on_chip_takes_its_part_from_home_by_transfer() {
+    // A KV cache's shape: the cache (an input, at home) joined with a new
+    // row computed on chip, then read by a product. Kept on chip in dense
+    // rows, the join takes the cache's rows straight from their transfer;
+    // in rows padded to whole registers, they land first and are copied in
+    // through the registers.
+    let i = |n: &str, v: i64| TensorProto::from_i64(n, &[1], &[v]);
+    let last = NodeProto::new("Slice", "last", &["x", "st", "en", "ax"], &["l"]);
+    let new = NodeProto::new("Relu", "new", &["l"], &["n"]);
+    let cat =
+        NodeProto::new("Concat", "all", &["x", "n"], &["a"]).with(AttributeProto::int("axis", 2));
+    let mm = NodeProto::new("MatMul", "mm", &["a", "w"], &["y"]);
+    let w = onnx_util::ramp("w", &[64, 32], -0.01, 0.0003);
+    let g = build(
+        vec![last, new, cat, mm],
+        &[1, 2, 64, 64],
+        &["y"],
+        vec![i("st", 63), i("en", 64), i("ax", 2), w],
+    );
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let inputs = compiler::run::random_inputs(&g, 7);
+    let join = |dense_joins| {
+        let opts = compiler::lower::Options {
+            dense_joins,
+            ..Default::default()
+        };
+        let r = compiler::run::run_with(t, m, &g, &inputs, None, opts).expect("runs");
+        assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+        r.compiled
+            .regions
+            .iter()
+            .find(|(name, _)| name.starts_with("Concat("))
+            .map(|(_, n)| *n)
+            .expect("a join region")
+    };
+    let (dense, padded) = (join(true), join(false));
+    assert!(
+        dense * 4 < padded,
+        "{dense} instructions dense, {padded} padded"
+    );
+}

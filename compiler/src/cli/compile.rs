@@ -208,6 +208,11 @@ pub struct OptArgs {
     /// chunks).
     #[arg(long)]
     no_column_chunks: bool,
+    /// Keep a join (`Concat`) on chip in rows padded to whole registers,
+    /// its parts from home landing first and copied into it through the
+    /// registers, instead of in dense rows its parts are transferred into.
+    #[arg(long)]
+    no_dense_joins: bool,
     /// Rank instructions for scheduling by the latency-weighted critical
     /// path alone, instead of adding their distance from the end in a list
     /// schedule of the reversed program under the machine's units and
@@ -235,6 +240,7 @@ impl OptArgs {
             fuse_rows: !self.no_fuse_rows,
             layout_fusion: !self.no_layout_fusion,
             column_chunks: !self.no_column_chunks,
+            dense_joins: !self.no_dense_joins,
             reverse_priorities: !self.no_reverse_priorities,
         }
     }

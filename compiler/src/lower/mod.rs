@@ -481,6 +481,11 @@ pub struct Options {
     /// row block across all the columns, so a product reading it as its `A`
     /// may start its first reduction steps while the rest is computed.
     pub column_chunks: bool,
+    /// A join (`Concat`) kept on chip is laid out in dense rows, where its
+    /// rows meet the transfer alignment, so the parts coming from home
+    /// (a KV cache) are transferred straight into it instead of landing
+    /// and being copied through the registers.
+    pub dense_joins: bool,
     /// The scheduler ranks instructions by their critical path plus their
     /// distance from the end in a list schedule of the reversed program
     /// under the machine's units and bandwidth
@@ -508,6 +513,7 @@ impl Default for Options {
             fuse_rows: true,
             layout_fusion: true,
             column_chunks: true,
+            dense_joins: true,
             reverse_priorities: true,
         }
     }
@@ -902,7 +908,23 @@ impl Lowerer<'_> {
             }
             if let Some(&(mem, until)) = kept.get(&v) {
                 let dtype = self.product_operand_dtype(v, mem).unwrap_or(self.act);
-                let t = self.e.shared_buffer(mem, dtype, rows, cols, Pad::Aligned);
+                // A join (a KV cache with its new row) kept in dense rows
+                // where transfers take them: the parts from home land in
+                // place, with no copy on chip (rows padded to whole
+                // registers are not a tile a transfer can write).
+                let joined = g
+                    .nodes
+                    .iter()
+                    .any(|n| matches!(n.op, Op::Concat { .. }) && n.outputs.first() == Some(&v));
+                let pad = if joined
+                    && self.opts.dense_joins
+                    && (cols as u64 * dtype.bytes()).is_multiple_of(self.info.home_align)
+                {
+                    Pad::Dense
+                } else {
+                    Pad::Aligned
+                };
+                let t = self.e.shared_buffer(mem, dtype, rows, cols, pad);
                 if let Base::Buf(b) = t.base {
                     self.kept_until.insert(b, until);
                 }
