@@ -120,6 +120,20 @@ fn run_on(
     r
 }
 
+/// [`run_on`] `target` with every optimisation, then with `switch` applied.
+fn on_and_off(
+    g: &compiler::ir::Graph,
+    target: &str,
+    switch: fn(&mut compiler::lower::Options),
+) -> (compiler::run::RunResult, compiler::run::RunResult) {
+    let mut off = compiler::lower::Options::default();
+    switch(&mut off);
+    (
+        run_on(g, target, &[], compiler::lower::Options::default()),
+        run_on(g, target, &[], off),
+    )
+}
+
 #[test]
 fn row_results_are_broadcast_in_registers_not_widened_by_products() {
     let softmax =
@@ -391,21 +405,7 @@ fn a_layer_norm_a_softmax_and_a_gelu_are_one_region_each_reading_their_rows_once
         .expect("shipped")
         .machine();
     for (what, g) in row_graphs(24, 300) {
-        let on = run_on(
-            &g,
-            "vliw-systolic",
-            &[],
-            compiler::lower::Options::default(),
-        );
-        let off = run_on(
-            &g,
-            "vliw-systolic",
-            &[],
-            compiler::lower::Options {
-                fuse_rows: false,
-                ..Default::default()
-            },
-        );
+        let (on, off) = on_and_off(&g, "vliw-systolic", |o| o.fuse_rows = false);
         let fused = row_regions(&on);
         assert_eq!(fused.len(), 1, "{what}: {:?}", on.compiled.regions);
         assert_eq!(
@@ -555,21 +555,7 @@ fn a_gelu_between_two_products_is_computed_by_columns_so_they_overlap() {
         inits,
     )));
     compiler::interp::fold_constants(&mut g);
-    let on = run_on(
-        &g,
-        "vliw-systolic",
-        &[],
-        compiler::lower::Options::default(),
-    );
-    let off = run_on(
-        &g,
-        "vliw-systolic",
-        &[],
-        compiler::lower::Options {
-            column_chunks: false,
-            ..Default::default()
-        },
-    );
+    let (on, off) = on_and_off(&g, "vliw-systolic", |o| o.column_chunks = false);
     assert!(
         on.compiled
             .regions

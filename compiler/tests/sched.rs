@@ -12,6 +12,19 @@ use targets::sim::Config;
 mod common;
 use common::{inputs, outputs, programs};
 
+/// `p` with its code replaced by `bundles`, encoded for target `t`.
+fn with_code(
+    t: &targets::Target,
+    mut p: isa_specs::program::Program,
+    bundles: &[Bundle],
+) -> isa_specs::program::Program {
+    p.code = bundles
+        .iter()
+        .flat_map(|b| target::encode_bundle(t.isa(), t.machine(), b).expect("encodes"))
+        .collect();
+    p
+}
+
 #[test]
 fn rescheduled_programs_check_run_and_match() {
     let all = programs();
@@ -39,11 +52,7 @@ fn rescheduled_programs_check_run_and_match() {
             let (scheduled, _) = compiler::sched::schedule_placed(t, m, &insts, rules);
             compiler::sched::check_with(t, m, &insts, &scheduled, rules)
                 .unwrap_or_else(|e| panic!("{} ({rules:?}): {e:#?}", file.display()));
-            let mut repacked = original.clone();
-            repacked.code = scheduled
-                .iter()
-                .flat_map(|b| target::encode_bundle(t.isa(), m, b).expect("encodes"))
-                .collect();
+            let repacked = with_code(t, original.clone(), &scheduled);
             let mut after = t
                 .simulate(m, &repacked, &data, &Config::default())
                 .unwrap_or_else(|e| {
@@ -124,11 +133,7 @@ fn independent_work_is_packed_and_overlapped() {
     let insts = compiler::sched::flatten(&bundles);
     let scheduled = compiler::sched::schedule(t, m, &insts);
     compiler::sched::check(t, m, &insts, &scheduled).expect("valid schedule");
-    let mut packed = p.clone();
-    packed.code = scheduled
-        .iter()
-        .flat_map(|b| target::encode_bundle(t.isa(), m, b).expect("encodes"))
-        .collect();
+    let packed = with_code(t, p.clone(), &scheduled);
     let before = t
         .simulate(m, &p, &[], &Config::default())
         .expect("naive runs");
@@ -289,11 +294,7 @@ fn a_write_standing_in_for_many_readers_follows_them_all() {
     );
     let t = targets::by_name("vliw-systolic").expect("target");
     let m = t.machine();
-    let mut q = p;
-    q.code = bundles
-        .iter()
-        .flat_map(|b| target::encode_bundle(t.isa(), m, b).expect("encodes"))
-        .collect();
+    let q = with_code(t, p, &bundles);
     t.simulate(m, &q, &[], &Config::default())
         .expect("runs without hazards");
 }
@@ -353,11 +354,7 @@ halt
         third - first > 400,
         "third store at {third}, first at {first}"
     );
-    let mut repacked = p;
-    repacked.code = bundles
-        .iter()
-        .flat_map(|b| target::encode_bundle(t.isa(), m, b).expect("encodes"))
-        .collect();
+    let repacked = with_code(t, p, &bundles);
     t.simulate(m, &repacked, &inputs(&repacked), &Config::default())
         .expect("runs without a transfer conflict");
 }
