@@ -23,4 +23,5 @@ pub mod regalloc;
 pub mod roofline;
 pub mod run;
 pub mod sched;
+pub mod timing;
 pub mod tune;

@@ -588,10 +588,11 @@ pub fn schedule_checked(
     m: &Machine,
     insts: &[MInst],
     rules: Rules,
+    times: &mut crate::timing::PassTimes,
 ) -> Result<(Vec<Bundle>, Vec<usize>), Vec<String>> {
-    let deps = Deps::new(t, m, insts, rules);
-    let (bundles, placed) = scheduled(m, insts, &deps);
-    check_deps(m, insts, &bundles, &deps)?;
+    let deps = times.time("dependences", || Deps::new(t, m, insts, rules));
+    let (bundles, placed) = times.time("schedule", || scheduled(m, insts, &deps));
+    times.time("check schedule", || check_deps(m, insts, &bundles, &deps))?;
     Ok((bundles, placed))
 }
 

@@ -8,6 +8,7 @@ use compiler::ir::{Graph, Tensor};
 use compiler::lower::Compiled;
 use compiler::lower::mapping::Mappings;
 use compiler::run::{RegionRun, RunError, RunResult};
+use compiler::timing::PassTimes;
 use compiler::tune::TuneReport;
 use isa_specs::Machine;
 use std::path::{Path, PathBuf};
@@ -269,6 +270,11 @@ pub struct CompileArgs {
     /// from a timing-only simulation.
     #[arg(long, value_name = "FILE.svg")]
     roofline: Option<PathBuf>,
+    /// Print the time each pass took (reading and importing the model,
+    /// lowering, buffers, registers, scheduling, each checker, encoding,
+    /// writing) to standard error. With `--tune`, the final compile's.
+    #[arg(long)]
+    time_passes: bool,
     #[command(flatten)]
     opts: OptArgs,
     #[command(flatten)]
@@ -322,29 +328,38 @@ fn parse_dim(s: &str) -> Result<(String, usize), String> {
 }
 
 /// Imports, verifies and folds a model; import errors are printed.
-fn load_model(path: &Path, dims: &[(String, usize)]) -> anyhow::Result<Option<Graph>> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    model_from_bytes(bytes, &path.display().to_string(), dims)
+fn load_model(
+    path: &Path,
+    dims: &[(String, usize)],
+    times: &mut PassTimes,
+) -> anyhow::Result<Option<Graph>> {
+    let bytes = times
+        .time("read", || std::fs::read(path))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    model_from_bytes(bytes, &path.display().to_string(), dims, times)
 }
 
 fn model_from_bytes(
     bytes: Vec<u8>,
     name: &str,
     dims: &[(String, usize)],
+    times: &mut PassTimes,
 ) -> anyhow::Result<Option<Graph>> {
     let options = compiler::onnx::ImportOptions {
         constants: Default::default(),
         dims: dims.iter().cloned().collect(),
     };
-    let mut g = match compiler::onnx::import_owned(bytes, &options) {
+    let mut g = match times.time("import", || compiler::onnx::import_owned(bytes, &options)) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("error: {name}: {e}");
             return Ok(None);
         }
     };
-    compiler::interp::fold_constants(&mut g);
-    if let Err(errors) = compiler::ir::verify(&g) {
+    times.time("fold constants", || {
+        compiler::interp::fold_constants(&mut g)
+    });
+    if let Err(errors) = times.time("verify", || compiler::ir::verify(&g)) {
         for e in errors {
             eprintln!("error: {name}: IR verifier: {e}");
         }
@@ -356,7 +371,8 @@ fn model_from_bytes(
 /// `tessera compile`.
 pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
     let (t, m) = args.target.resolve()?;
-    let Some(g) = load_model(&args.model, &args.dims)? else {
+    let mut times = PassTimes::default();
+    let Some(g) = load_model(&args.model, &args.dims, &mut times)? else {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
     let started = std::time::Instant::now();
@@ -372,10 +388,14 @@ pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let elapsed = started.elapsed();
+    times.merge(&c.passes);
     if let Some(out) = &args.output {
-        c.program
-            .save(out)
+        times
+            .time("write", || c.program.save(out))
             .with_context(|| format!("cannot write {}", out.display()))?;
+    }
+    if args.time_passes {
+        eprint!("{}", times.table());
     }
     if let Some(path) = &args.roofline {
         let (cycles, regions) = timed_regions(t, &m, &c)
@@ -552,6 +572,7 @@ fn report_json(
         "kept_on_chip": c.kept_on_chip,
         "target": m.name,
         "compile_seconds": seconds,
+        "passes": c.passes.0.iter().map(|(n, d)| serde_json::json!({"pass": n, "seconds": d.as_secs_f64()})).collect::<Vec<_>>(),
         "bundles": c.bundles.len(),
         "instructions": c.insts.len(),
         "code_bytes": c.program.code.len(),
@@ -804,7 +825,7 @@ fn finish_run(
 /// `tessera run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let (t, m) = args.target.resolve()?;
-    let Some(g) = load_model(&args.model, &args.dims)? else {
+    let Some(g) = load_model(&args.model, &args.dims, &mut PassTimes::default())? else {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
     let (inputs, expected) = match &args.data {
@@ -852,7 +873,12 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         "Tessera demo: examples/mlp_medium (MatMul+Add+Relu 64->256->256->10, batch 4) on `{}`\n",
         m.name
     );
-    let Some(g) = model_from_bytes(DEMO_MODEL.to_vec(), "examples/mlp_medium/model.onnx", &[])?
+    let Some(g) = model_from_bytes(
+        DEMO_MODEL.to_vec(),
+        "examples/mlp_medium/model.onnx",
+        &[],
+        &mut PassTimes::default(),
+    )?
     else {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };

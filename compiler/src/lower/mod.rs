@@ -48,6 +48,7 @@ mod scalar;
 mod transpose;
 
 use crate::ir::{Graph, Op, ValueId};
+use crate::timing::PassTimes;
 use crate::{memplan, regalloc, sched};
 use emit::{Base, BufInfo, Emitter, MemTile, Pad, Val};
 use isa_specs::Machine;
@@ -119,6 +120,8 @@ pub struct Compiled {
     pub space: Vec<SpaceEntry>,
     /// Values kept in on-chip memory across regions ([`Options::residency`]).
     pub kept_on_chip: usize,
+    /// Time spent in each pass, fallbacks' attempts included.
+    pub passes: PassTimes,
 }
 
 impl Compiled {
@@ -564,10 +567,12 @@ pub fn compile_mapped(
     let mut opts = opts;
     let mut notes = Vec::new();
     let mut evicted: Vec<String> = Vec::new();
+    let mut times = PassTimes::default();
     loop {
-        match compile_once(t, m, g, opts, mappings, &evicted) {
+        match compile_once(t, m, g, opts, mappings, &evicted, &mut times) {
             Ok(mut c) => {
                 c.notes.extend(notes);
+                c.passes = times;
                 return Ok(c);
             }
             // Keeping values on chip across regions can fail where plain
@@ -641,16 +646,19 @@ fn compile_once(
     opts: Options,
     mappings: &Mappings,
     evicted: &[String],
+    times: &mut PassTimes,
 ) -> Result<Compiled, (LowerError, Option<String>)> {
     let plain = |e: LowerError| (e, None);
-    crate::ir::verify(g).map_err(|e| {
+    times.time("verify", || crate::ir::verify(g)).map_err(|e| {
         plain(err(format!(
             "the graph fails the IR verifier: {}",
             e.join("; ")
         )))
     })?;
     let info = Info::new(m).map_err(|e| plain(err(e)))?;
-    let prepared = canon_for(t, m, g, opts).map_err(plain)?;
+    let prepared = times
+        .time("prepare", || canon_for(t, m, g, opts))
+        .map_err(plain)?;
     let g = &prepared;
     if let Some(missing) = mappings.mappings.keys().find(|k| {
         !g.nodes
@@ -733,19 +741,19 @@ fn compile_once(
         l.b_transposes = l.b_transposes();
     }
     l.evicted = evicted;
-    let front = (|| {
+    let front = times.time("lower", || {
         l.layout()?;
         l.lower_nodes()?;
         l.merge_attention_regions();
         l.e.finish().map_err(err)
-    })();
+    });
     if let Err(e) = front {
         let blame = l
             .touches_kept(&e)
             .then(|| g.nodes[l.lowering_node].name.clone());
         return Err((e, blame));
     }
-    l.back_end(t, m).map_err(plain)
+    l.back_end(t, m, times).map_err(plain)
 }
 
 impl Lowerer<'_> {
@@ -2504,7 +2512,12 @@ impl Lowerer<'_> {
     }
 
     /// Back end: buffers, registers, schedule, encoding.
-    fn back_end(mut self, t: &targets::Target, m: &Machine) -> Result<Compiled, LowerError> {
+    fn back_end(
+        mut self,
+        t: &targets::Target,
+        m: &Machine,
+        times: &mut PassTimes,
+    ) -> Result<Compiled, LowerError> {
         // On-chip buffers, per memory.
         let mut buffers = Vec::new();
         let mut bases = vec![0u64; self.e.bufs.len()];
@@ -2538,23 +2551,27 @@ impl Lowerer<'_> {
                     })
                     .collect()
             };
-            let spread_plan = self
-                .opts
-                .spread_buffers
-                .then(|| widest_spread(|slack| memplan::plan(&spread(slack), cap).ok()))
-                .flatten();
+            let spread_plan = times.time("buffers", || {
+                self.opts
+                    .spread_buffers
+                    .then(|| widest_spread(|slack| memplan::plan_within(&spread(slack), cap)))
+                    .flatten()
+            });
             let plan = match spread_plan {
                 Some(p) => p,
-                None => memplan::plan(&bs, cap)
+                None => times
+                    .time("buffers", || memplan::plan(&bs, cap))
                     .map_err(|e| err(format!("memory `{}`: {e}", mem.name)))?,
             };
-            memplan::check(&bs, &plan, cap).map_err(|e| {
-                err(format!(
-                    "memory plan of `{}` is invalid: {}",
-                    mem.name,
-                    e.join("; ")
-                ))
-            })?;
+            times
+                .time("check buffers", || memplan::check(&bs, &plan, cap))
+                .map_err(|e| {
+                    err(format!(
+                        "memory plan of `{}` is invalid: {}",
+                        mem.name,
+                        e.join("; ")
+                    ))
+                })?;
             for (k, &b) in ids.iter().enumerate() {
                 bases[b] = plan.offsets[k];
             }
@@ -2568,25 +2585,32 @@ impl Lowerer<'_> {
             }
         }
         let code = std::mem::take(&mut self.e.code);
-        let insts = regalloc::allocate(m, &code).map_err(|e| err(e.to_string()))?;
-        regalloc::check(m, &code, &insts)
-            .map_err(|e| err(format!("register allocation is invalid: {}", e.join("; "))))?;
-        for mi in &insts {
-            isa_specs::target::check_constraints(m, mi)
-                .map_err(|e| err(format!("after placement: {e}")))?;
-        }
+        let insts = times
+            .time("registers", || regalloc::allocate(m, &code))
+            .map_err(|e| err(e.to_string()))?;
+        times.time("check registers", || {
+            regalloc::check(m, &code, &insts)
+                .map_err(|e| err(format!("register allocation is invalid: {}", e.join("; "))))?;
+            insts.iter().try_for_each(|mi| {
+                isa_specs::target::check_constraints(m, mi)
+                    .map_err(|e| err(format!("after placement: {e}")))
+            })
+        })?;
         let rules = sched::Rules {
             transfers_are_barriers: !self.opts.overlap_transfers,
             reverse_priorities: self.opts.reverse_priorities,
         };
-        let (bundles, placed) = sched::schedule_checked(t, m, &insts, rules)
+        let (bundles, placed) = sched::schedule_checked(t, m, &insts, rules, times)
             .map_err(|e| err(format!("schedule is invalid: {}", e.join("; "))))?;
         let mut program = Program::new(m);
-        for b in &bundles {
-            let word =
-                isa_specs::target::encode_bundle(t.isa(), m, b).map_err(|e| err(e.to_string()))?;
-            program.code.extend_from_slice(&word);
-        }
+        times.time("encode", || {
+            bundles.iter().try_for_each(|b| {
+                let word = isa_specs::target::encode_bundle(t.isa(), m, b)
+                    .map_err(|e| err(e.to_string()))?;
+                program.code.extend_from_slice(&word);
+                Ok::<_, LowerError>(())
+            })
+        })?;
         program.data = std::mem::take(&mut self.data);
         let home_name = m.memories[self.home_mem().index()].name.clone();
         let desc = |v: ValueId, h: &Home| -> Result<TensorDesc, LowerError> {
@@ -2611,7 +2635,7 @@ impl Lowerer<'_> {
             program.outputs.push(desc(*v, h)?);
         }
         let macs = self.g.nodes.iter().map(|n| node_macs(self.g, n)).sum();
-        let region_stats = self.region_stats(&placed, bundles.len());
+        let region_stats = times.time("statistics", || self.region_stats(&placed, bundles.len()));
         let min_home_bytes = self
             .g
             .inputs
@@ -2641,6 +2665,7 @@ impl Lowerer<'_> {
             },
             space: self.space,
             kept_on_chip: self.kept_until.len(),
+            passes: PassTimes::default(),
         })
     }
 }
