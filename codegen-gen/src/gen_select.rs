@@ -224,6 +224,16 @@ pub fn generate(ctx: &Ctx) -> syn::File {
             }
         }
     });
+    let ones = matchers.iter().map(|(i, _)| {
+        let name = format_ident!("match_{}", i);
+        let quick = quick_test(&m.instructions[*i]).unwrap_or(quote!(true));
+        quote! {
+            #i => {
+                let mut b = Binder::new(&m.instructions[#i]);
+                (#quick && #name(m, op, &mut b)).then_some(b)
+            }
+        }
+    });
     let fns = matchers.iter().map(|(_, t)| t);
     let count = matchers.len();
     let doc = format!(
@@ -241,6 +251,15 @@ pub fn generate(ctx: &Ctx) -> syn::File {
             let mut out = Vec::new();
             #(#tries)*
             out
+        }
+
+        /// Whether instruction `id`'s semantics match `op` (its bindings if so):
+        /// [`match_all`] for one instruction.
+        pub fn match_one(m: &Machine, id: InstId, op: &TileOp) -> Option<Binder> {
+            match id.0 as usize {
+                #(#ones)*
+                _ => None,
+            }
         }
 
         #(#fns)*

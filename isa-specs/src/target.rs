@@ -640,6 +640,18 @@ pub trait Isa: Send + Sync + std::fmt::Debug {
         m: &Machine,
         op: &crate::select::TileOp,
     ) -> Vec<(InstId, crate::select::Binder)>;
+    /// Whether instruction `id`'s semantics match `op`: [`Isa::match_op`]
+    /// for one instruction, without trying the others.
+    fn match_inst(
+        &self,
+        m: &Machine,
+        id: InstId,
+        op: &crate::select::TileOp,
+    ) -> Option<crate::select::Binder> {
+        self.match_op(m, op)
+            .into_iter()
+            .find_map(|(i, b)| (i == id).then_some(b))
+    }
 }
 
 /// Bytes of one microcode word.

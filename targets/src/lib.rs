@@ -206,6 +206,9 @@ macro_rules! target {
                 fn match_op(&self, m: &isa_specs::Machine, op: &isa_specs::select::TileOp) -> Vec<(isa_specs::model::InstId, isa_specs::select::Binder)> {
                     select::match_all(m, op)
                 }
+                fn match_inst(&self, m: &isa_specs::Machine, id: isa_specs::model::InstId, op: &isa_specs::select::TileOp) -> Option<isa_specs::select::Binder> {
+                    select::match_one(m, id, op)
+                }
             }
 
             /// This target's registry entry.

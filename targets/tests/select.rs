@@ -261,3 +261,43 @@ fn changed_operations_do_not_select_the_instruction() {
             .all(|w| (w[0].occupancy, w[0].latency) <= (w[1].occupancy, w[1].latency))
     );
 }
+
+/// Matching one instruction (the generated `match_one`) finds exactly what
+/// matching them all finds for that instruction, on every instruction's own
+/// operation.
+#[test]
+fn matching_one_instruction_agrees_with_matching_all() {
+    let mut checked = 0;
+    for t in targets::all() {
+        let (m, isa) = (t.machine(), t.isa());
+        for (i, def) in m.instructions.iter().enumerate() {
+            if assignments(def) != 1 {
+                continue;
+            }
+            let Some(inst) = instance(&mut Rng(0xA11 + i as u64), m, InstId::from_index(i)) else {
+                continue;
+            };
+            let op = tile_op(m, &inst).expect("one assignment");
+            let all = isa.match_op(m, &op);
+            assert!(all.iter().any(|(id, _)| id.index() == i));
+            for j in 0..m.instructions.len() {
+                let id = InstId::from_index(j);
+                let one = isa.match_inst(m, id, &op).map(|b| format!("{b:?}"));
+                let want = all
+                    .iter()
+                    .find(|(k, _)| *k == id)
+                    .map(|(_, b)| format!("{b:?}"));
+                assert_eq!(
+                    one,
+                    want,
+                    "{}: `{}` on `{}`'s operation",
+                    t.name(),
+                    m.instructions[j].name,
+                    def.name
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 1000, "only {checked} pairs checked");
+}

@@ -442,10 +442,16 @@ impl<'a> Emitter<'a> {
     ) -> Result<(isa_specs::target::MInst, select::Binder), String> {
         let mut best: Option<(i64, isa_specs::target::MInst, select::Binder)> = None;
         let mut why = Vec::new();
-        for (id, b) in self.isa.match_op(self.m, op) {
-            if only.is_some_and(|o| o != id) {
-                continue;
-            }
+        let matches = match only {
+            Some(id) => self
+                .isa
+                .match_inst(self.m, id, op)
+                .map(|b| (id, b))
+                .into_iter()
+                .collect(),
+            None => self.isa.match_op(self.m, op),
+        };
+        for (id, b) in matches {
             match select::finish(self.m, id, &b, op) {
                 Ok(mi) => {
                     let cost = self.isa.occupancy(self.m, &mi);
