@@ -48,6 +48,7 @@
 //! [`check`] replays a schedule against the same rules, independently of how it
 //! was built.
 
+use crate::timing::PassTimes;
 use isa_specs::Machine;
 use isa_specs::model::{Hazards, SlotId};
 use isa_specs::target::{Bundle, MInst};
@@ -116,8 +117,18 @@ struct Deps {
 
 impl Deps {
     fn new(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Deps {
-        let infos = infos(t, m, insts, rules);
-        let edges = edges(&infos);
+        Deps::timed(t, m, insts, rules, &mut PassTimes::default())
+    }
+
+    fn timed(
+        t: &targets::Target,
+        m: &Machine,
+        insts: &[MInst],
+        rules: Rules,
+        times: &mut PassTimes,
+    ) -> Deps {
+        let infos = times.time("effects", || infos(t, m, insts, rules));
+        let edges = times.time("dependences", || edges(&infos));
         Deps {
             infos,
             edges,
@@ -261,52 +272,59 @@ impl Default for Record {
     }
 }
 
-/// Byte ranges beyond which a record is kept apart from the ordered ones.
-const SHORT_RECORD: i64 = 1 << 18;
-
-/// The records of one memory, by the range of bytes each spans: ranges up
-/// to [`SHORT_RECORD`] bytes ordered by start (so the ones overlapping an
-/// access are found in a range of starts), longer ones in a list.
+/// The records of one memory by the length of the bytes each spans, in
+/// classes of powers of two, each ordered by start: the ones overlapping an
+/// access start in a range no longer than the class's lengths before it.
 #[derive(Default)]
 struct MemRecords {
-    short: std::collections::BTreeMap<(i64, u64), Record>,
-    long: Vec<Record>,
+    /// Class `c` holds the records spanning at most `2^c` bytes (and more
+    /// than `2^(c-1)`), by start (and a count keeping equal starts apart).
+    classes: Vec<std::collections::BTreeMap<(i64, u64), Record>>,
     next: u64,
+}
+
+/// The class of a span: `2^class` is its length or more.
+fn length_class(span: &Span) -> usize {
+    let len = span.end.saturating_sub(span.start).max(1) as u64;
+    (u64::BITS - (len - 1).leading_zeros()) as usize
 }
 
 impl MemRecords {
     /// Every record sharing a byte with `span`.
     fn overlapping(&mut self, span: Span) -> impl Iterator<Item = &mut Record> {
-        let short = self
-            .short
-            .range_mut((span.start.saturating_sub(SHORT_RECORD - 1), 0)..(span.end, 0))
-            .map(|(_, r)| r);
-        short
-            .chain(self.long.iter_mut())
+        self.classes
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, recs)| !recs.is_empty())
+            .flat_map(move |(c, recs)| {
+                let reach = 1i64.checked_shl(c as u32).unwrap_or(i64::MAX);
+                recs.range_mut((span.start.saturating_sub(reach - 1), 0)..(span.end, 0))
+                    .map(|(_, r)| r)
+            })
             .filter(move |r| r.span.overlaps(&span))
     }
 
     fn push(&mut self, rec: Record) {
-        if rec.span.end - rec.span.start <= SHORT_RECORD {
-            self.next += 1;
-            self.short.insert((rec.span.start, self.next), rec);
-        } else {
-            self.long.push(rec);
+        let c = length_class(&rec.span);
+        if self.classes.len() <= c {
+            self.classes.resize_with(c + 1, Default::default);
         }
+        self.next += 1;
+        self.classes[c].insert((rec.span.start, self.next), rec);
     }
 
     /// Drops the records whose bytes `span` covers.
     fn retire_within(&mut self, span: Span) {
-        let covered: Vec<(i64, u64)> = self
-            .short
-            .range((span.start, 0)..(span.end, 0))
-            .filter(|(_, r)| span.covers(&r.span))
-            .map(|(k, _)| *k)
-            .collect();
-        for k in covered {
-            self.short.remove(&k);
+        for recs in &mut self.classes {
+            let covered: Vec<(i64, u64)> = recs
+                .range((span.start, 0)..(span.end, 0))
+                .filter(|(_, r)| span.covers(&r.span))
+                .map(|(k, _)| *k)
+                .collect();
+            for k in covered {
+                recs.remove(&k);
+            }
         }
-        self.long.retain(|r| !span.covers(&r.span));
     }
 }
 
@@ -577,7 +595,12 @@ pub fn schedule_placed(
     insts: &[MInst],
     rules: Rules,
 ) -> (Vec<Bundle>, Vec<usize>) {
-    scheduled(m, insts, &Deps::new(t, m, insts, rules))
+    scheduled(
+        m,
+        insts,
+        &Deps::new(t, m, insts, rules),
+        &mut PassTimes::default(),
+    )
 }
 
 /// [`schedule_placed`], and [`check_with`] of its result, deriving the
@@ -588,10 +611,10 @@ pub fn schedule_checked(
     m: &Machine,
     insts: &[MInst],
     rules: Rules,
-    times: &mut crate::timing::PassTimes,
+    times: &mut PassTimes,
 ) -> Result<(Vec<Bundle>, Vec<usize>), Vec<String>> {
-    let deps = times.time("dependences", || Deps::new(t, m, insts, rules));
-    let (bundles, placed) = times.time("schedule", || scheduled(m, insts, &deps));
+    let deps = Deps::timed(t, m, insts, rules, times);
+    let (bundles, placed) = scheduled(m, insts, &deps, times);
     times.time("check schedule", || check_deps(m, insts, &bundles, &deps))?;
     Ok((bundles, placed))
 }
@@ -641,19 +664,27 @@ fn reverse_priorities(m: &Machine, deps: &Deps) -> Vec<u64> {
         .collect()
 }
 
-fn scheduled(m: &Machine, insts: &[MInst], deps: &Deps) -> (Vec<Bundle>, Vec<usize>) {
+fn scheduled(
+    m: &Machine,
+    insts: &[MInst],
+    deps: &Deps,
+    times: &mut PassTimes,
+) -> (Vec<Bundle>, Vec<usize>) {
     let (start, order) = deps.successors();
-    let mut prio = priorities(deps, (&start, &order));
+    let mut prio = times.time("priorities", || priorities(deps, (&start, &order)));
     if deps.rules.reverse_priorities {
         // Both estimate the time from an instruction to the end, the first
         // by latencies alone, the second with the units and bandwidth
         // taken; their sum ranked better on every workload measured than
         // either alone or their maximum (session 10).
-        for (p, q) in prio.iter_mut().zip(reverse_priorities(m, deps)) {
+        let rev = times.time("reverse schedule", || reverse_priorities(m, deps));
+        for (p, q) in prio.iter_mut().zip(rev) {
             *p += q;
         }
     }
-    let (bundles, issue) = list(m, Some(insts), deps, (&start, &order), &prio);
+    let (bundles, issue) = times.time("schedule", || {
+        list(m, Some(insts), deps, (&start, &order), &prio)
+    });
     let (bundles, kept) = drop_needless_padding(m, bundles);
     let placed = issue.iter().map(|&c| kept[c as usize]).collect();
     (bundles, placed)

@@ -222,6 +222,15 @@ impl Data {
         }
     }
 
+    /// The little-endian `f32` bytes the elements are held as, unless they
+    /// are held as `f64`s ([`Data::is_decoded`]).
+    pub fn f32_bytes(&self) -> Option<&[u8]> {
+        match (&self.0.f32_bytes, self.0.values.get()) {
+            (Some(b), None) => Some(b),
+            _ => None,
+        }
+    }
+
     /// Elements `start..start + out.len()` into `out`.
     pub fn read(&self, start: usize, out: &mut [f64]) {
         match (&self.0.f32_bytes, self.0.values.get()) {

@@ -641,18 +641,23 @@ impl Lowerer<'_> {
             }
         }
         let (src_rows, src_cols) = (r as usize, c as usize);
+        let el = dt.bytes() as usize;
         let place = |l: &mut Self, lo: i64, w: i64| {
-            l.padded_rows(orows, w, dt, |i, buf| {
-                let lo = lo as usize;
-                if transposed {
+            let lo = lo as usize;
+            if transposed {
+                l.padded_rows(orows, w, dt, |i, buf| {
                     let at = i * ocols as usize + lo;
                     buf.copy_from_slice(&gathered[at..at + buf.len()]);
-                } else if i < src_rows && lo < src_cols {
-                    let n = buf.len().min(src_cols - lo);
-                    let src = (batch_row0 as usize + i) * cols_src as usize + lo;
-                    t.data.read(src, &mut buf[..n]);
-                }
-            })
+                })
+            } else {
+                l.padded_bytes(orows, w, dt, |i, out| {
+                    if i < src_rows && lo < src_cols {
+                        let n = (out.len() / el).min(src_cols - lo);
+                        let src = (batch_row0 as usize + i) * cols_src as usize + lo;
+                        super::encode_elements(&t.data, src, dt, &mut out[..n * el]);
+                    }
+                })
+            }
             .tile(0, 0, orows, w)
         };
         // Panels along the stored columns when they are not the reduction

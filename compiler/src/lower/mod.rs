@@ -267,6 +267,31 @@ pub fn encode(dt: DType, data: impl IntoIterator<Item = f64>) -> Vec<u8> {
 /// Writes `data` in element type `dt` into `out` (exactly as long): the bytes
 /// [`targets::sim::to_bytes`] gives, with the common float types converted
 /// directly (constant packing converts every weight of a model).
+/// Elements `start..` of `data` encoded as `dt` into `out` (as many as it
+/// holds): straight from the model file's `f32` bytes where they are what
+/// `data` holds and `dt` is `f32` or `bf16`, else through `f64`s.
+pub fn encode_elements(data: &crate::ir::Data, start: usize, dt: DType, out: &mut [u8]) {
+    let n = out.len() / dt.bytes() as usize;
+    match (data.f32_bytes(), dt) {
+        (Some(b), DType::F32) => out.copy_from_slice(&b[4 * start..4 * (start + n)]),
+        (Some(b), DType::Bf16) => {
+            for (w, o) in b[4 * start..4 * (start + n)]
+                .chunks_exact(4)
+                .zip(out.chunks_exact_mut(2))
+            {
+                let bits = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                o.copy_from_slice(&isa_specs::dtype::bf16_bits(bits).to_le_bytes());
+            }
+        }
+        _ => {
+            let mut buf = vec![0.0; n];
+            data.read(start, &mut buf);
+            encode_into(dt, &buf, out);
+        }
+    }
+}
+
+/// `data` encoded as `dt` into `out`.
 pub fn encode_into(dt: DType, data: &[f64], out: &mut [u8]) {
     match dt {
         DType::F32 => {
@@ -351,6 +376,8 @@ struct Lowerer<'a> {
     mappings: &'a Mappings,
     /// The tuning space of each product compiled, in program order.
     space: Vec<SpaceEntry>,
+    /// Time spent packing constants into the program's data.
+    packing: std::time::Duration,
 }
 
 /// What one fused region does: the work and the traffic its roofline bound
@@ -718,6 +745,7 @@ fn compile_once(
         staged_rows: HashMap::new(),
         mappings,
         space: Vec::new(),
+        packing: std::time::Duration::ZERO,
     };
     l.e.spread_transfers = opts.spread_transfers;
     if opts.fuse_attention {
@@ -741,12 +769,15 @@ fn compile_once(
         l.b_transposes = l.b_transposes();
     }
     l.evicted = evicted;
-    let front = times.time("lower", || {
+    let started = std::time::Instant::now();
+    let front = (|| {
         l.layout()?;
         l.lower_nodes()?;
         l.merge_attention_regions();
         l.e.finish().map_err(err)
-    });
+    })();
+    times.add("lower", started.elapsed().saturating_sub(l.packing));
+    times.add("pack constants", l.packing);
     if let Err(e) = front {
         let blame = l
             .touches_kept(&e)
@@ -2484,16 +2515,32 @@ impl Lowerer<'_> {
         dt: DType,
         mut row: impl FnMut(usize, &mut [f64]),
     ) -> Home {
+        let mut buf = vec![0.0; cols as usize];
+        self.padded_bytes(rows, cols, dt, |r, out| {
+            buf.fill(0.0);
+            row(r, &mut buf);
+            encode_into(dt, &buf, out);
+        })
+    }
+
+    /// [`Lowerer::padded_rows`] with the rows written as `dt`'s bytes
+    /// (`cols` elements' worth, zeros when called).
+    fn padded_bytes(
+        &mut self,
+        rows: i64,
+        cols: i64,
+        dt: DType,
+        mut row: impl FnMut(usize, &mut [u8]),
+    ) -> Home {
+        let started = std::time::Instant::now();
         let pitch = self.home_pitch(cols, dt);
         let el = dt.bytes() as usize;
         let mut bytes = vec![0u8; (rows * pitch) as usize * el];
         let c = cols as usize;
-        let mut buf = vec![0.0; c];
         for (r, out) in bytes.chunks_exact_mut(pitch as usize * el).enumerate() {
-            buf.fill(0.0);
-            row(r, &mut buf);
-            encode_into(dt, &buf, &mut out[..c * el]);
+            row(r, &mut out[..c * el]);
         }
+        self.packing += started.elapsed();
         let addr = self.alloc_home(bytes.len() as u64, 64);
         self.data.push(DataSegment {
             memory: self.e.m.memories[self.home_mem().index()].name.clone(),
