@@ -123,8 +123,8 @@ pub fn in_place(m: &Machine, inst: InstId, src: usize, dst: usize) -> bool {
 }
 
 /// Last instruction index at which each virtual register is used.
-fn last_uses(code: &[VInst]) -> std::collections::HashMap<(RegFileId, u32), usize> {
-    let mut last = std::collections::HashMap::new();
+fn last_uses(code: &[VInst]) -> rustc_hash::FxHashMap<(RegFileId, u32), usize> {
+    let mut last = rustc_hash::FxHashMap::default();
     for (i, vi) in code.iter().enumerate() {
         for op in &vi.operands {
             if let VOperand::Virtual(f, v) = op {
@@ -161,8 +161,8 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
     }
     // Per file and register: after which instruction it was last freed.
     let mut freed: Vec<Vec<usize>> = holds.iter().map(|h| vec![0; h.len()]).collect();
-    let mut assigned: std::collections::HashMap<(RegFileId, u32), u32> =
-        std::collections::HashMap::new();
+    let mut assigned: rustc_hash::FxHashMap<(RegFileId, u32), u32> =
+        Default::default();
     let mut out = Vec::with_capacity(code.len());
     for (i, vi) in code.iter().enumerate() {
         let (reads, writes) = roles(m, vi.inst);
@@ -256,8 +256,8 @@ pub fn check(m: &Machine, code: &[VInst], allocated: &[MInst]) -> Result<(), Vec
         )]);
     }
     // Physical register -> the virtual register it holds (`None`: a fixed value).
-    let mut holds: std::collections::HashMap<(RegFileId, u32), Option<u32>> =
-        std::collections::HashMap::new();
+    let mut holds: rustc_hash::FxHashMap<(RegFileId, u32), Option<u32>> =
+        Default::default();
     for (i, (vi, ai)) in code.iter().zip(allocated).enumerate() {
         let def = &m.instructions[vi.inst.index()];
         if vi.inst != ai.inst || vi.operands.len() != ai.operands.len() {

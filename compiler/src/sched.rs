@@ -334,16 +334,16 @@ impl MemRecords {
 /// made: an instruction after a barrier depends on the latest barrier alone,
 /// a wait on the signals since the previous wait on its semaphore.
 fn edges(infos: &[Info]) -> Vec<Edge> {
-    use std::collections::HashMap;
+    use rustc_hash::FxHashMap as HashMap;
     let mut out: Vec<Edge> = Vec::new();
-    let mut regs: HashMap<(usize, u32), Record> = HashMap::new();
-    let mut mems: HashMap<usize, MemRecords> = HashMap::new();
+    let mut regs: HashMap<(usize, u32), Record> = HashMap::default();
+    let mut mems: HashMap<usize, MemRecords> = HashMap::default();
     let mut last_barrier: Option<usize> = None;
     let mut since_all: Vec<usize> = Vec::new();
-    let mut signalers: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
-    let mut last_wait: HashMap<(usize, u32), usize> = HashMap::new();
-    let mut consumed: HashMap<(usize, u32), usize> = HashMap::new();
-    let mut pending: HashMap<(usize, u32), Vec<usize>> = HashMap::new();
+    let mut signalers: HashMap<(usize, u32), Vec<usize>> = HashMap::default();
+    let mut last_wait: HashMap<(usize, u32), usize> = HashMap::default();
+    let mut consumed: HashMap<(usize, u32), usize> = HashMap::default();
+    let mut pending: HashMap<(usize, u32), Vec<usize>> = HashMap::default();
     let mut stamp = vec![0usize; infos.len()];
     let mut at = vec![0usize; infos.len()];
     // (from, delay, signal) for one instruction; merged per `from` below.
@@ -842,7 +842,7 @@ fn same_inst(a: &MInst, b: &MInst) -> bool {
 /// A hash of an instruction instance's bits (equal for [`same_inst`]).
 fn inst_hash(i: &MInst) -> u64 {
     use std::hash::{Hash, Hasher};
-    let mut h = std::hash::DefaultHasher::new();
+    let mut h = rustc_hash::FxHasher::default();
     i.inst.index().hash(&mut h);
     for o in &i.operands {
         operand_bits(o).hash(&mut h);
@@ -877,8 +877,8 @@ fn check_deps(
     // Where each instruction went: match instances in order of appearance.
     let mut placed: Vec<Option<u64>> = vec![None; program_order.len()];
     // By hash; among equal hashes, the first instance with the same bits.
-    let mut by_hash: std::collections::HashMap<u64, std::collections::VecDeque<usize>> =
-        std::collections::HashMap::new();
+    let mut by_hash: rustc_hash::FxHashMap<u64, std::collections::VecDeque<usize>> =
+        Default::default();
     for (i, inst) in program_order.iter().enumerate() {
         by_hash.entry(inst_hash(inst)).or_default().push_back(i);
     }

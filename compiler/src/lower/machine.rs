@@ -72,7 +72,7 @@ impl Copy {
 pub type Chain = (Loc, Vec<usize>);
 
 /// Chains found, by sources and destination.
-type PathCache = std::collections::HashMap<(Vec<Loc>, Loc), Option<Chain>>;
+type PathCache = rustc_hash::FxHashMap<(Vec<Loc>, Loc), Option<Chain>>;
 
 /// The machine as the lowering sees it.
 #[derive(Clone, Debug)]
