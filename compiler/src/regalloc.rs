@@ -161,8 +161,7 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
     }
     // Per file and register: after which instruction it was last freed.
     let mut freed: Vec<Vec<usize>> = holds.iter().map(|h| vec![0; h.len()]).collect();
-    let mut assigned: rustc_hash::FxHashMap<(RegFileId, u32), u32> =
-        Default::default();
+    let mut assigned: rustc_hash::FxHashMap<(RegFileId, u32), u32> = Default::default();
     let mut out = Vec::with_capacity(code.len());
     for (i, vi) in code.iter().enumerate() {
         let (reads, writes) = roles(m, vi.inst);
@@ -256,8 +255,7 @@ pub fn check(m: &Machine, code: &[VInst], allocated: &[MInst]) -> Result<(), Vec
         )]);
     }
     // Physical register -> the virtual register it holds (`None`: a fixed value).
-    let mut holds: rustc_hash::FxHashMap<(RegFileId, u32), Option<u32>> =
-        Default::default();
+    let mut holds: rustc_hash::FxHashMap<(RegFileId, u32), Option<u32>> = Default::default();
     for (i, (vi, ai)) in code.iter().zip(allocated).enumerate() {
         let def = &m.instructions[vi.inst.index()];
         if vi.inst != ai.inst || vi.operands.len() != ai.operands.len() {

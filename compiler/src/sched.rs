@@ -720,61 +720,86 @@ fn list(
         .filter(|&i| remaining[i] == 0)
         .map(|i| Reverse((0, i)))
         .collect();
-    // Ready now, highest priority first.
-    let mut ready: BinaryHeap<(u64, Reverse<usize>)> = BinaryHeap::new();
+    // Ready now, per unit, highest priority first: the instructions of a
+    // unit with no copy free this cycle are not looked at (each would be
+    // blocked).
+    let mut ready: Vec<BinaryHeap<(u64, Reverse<usize>)>> = vec![BinaryHeap::new(); m.units.len()];
+    // The head of each unit's ready instructions with a copy free, best first.
+    let mut heads: BinaryHeap<(u64, Reverse<usize>)> = BinaryHeap::new();
     let mut left = n;
     let mut cycle = 0u64;
     let mut used_slots: Vec<SlotId> = Vec::new();
     let mut blocked = Vec::new();
+    let free_copy = |unit_free: &[Vec<u64>], u: usize, cycle: u64| {
+        unit_free[u].iter().position(|f| *f <= cycle)
+    };
     while left > 0 {
         while let Some(Reverse((c, i))) = timed.peek().copied() {
             if c > cycle {
                 break;
             }
             timed.pop();
-            ready.push((prio[i], Reverse(i)));
+            ready[infos[i].unit].push((prio[i], Reverse(i)));
         }
         used_slots.clear();
         let mut bundle = Bundle::default();
-        while let Some((pr, Reverse(i))) = ready.pop() {
+        heads.clear();
+        for (u, r) in ready.iter().enumerate() {
+            if let Some(&top) = r.peek()
+                && free_copy(&unit_free, u, cycle).is_some()
+            {
+                heads.push(top);
+            }
+        }
+        // In priority order across the units, as if one list.
+        while let Some((pr, Reverse(i))) = heads.pop() {
+            let u = infos[i].unit;
+            ready[u].pop();
             // Same-cycle edges (delay 0) never occur: every edge delays at least one cycle.
-            let copy = unit_free[infos[i].unit].iter().position(|f| *f <= cycle);
+            let copy = free_copy(&unit_free, u, cycle);
             let slot = infos[i]
                 .slots
                 .iter()
                 .copied()
                 .find(|s| !used_slots.contains(s));
-            let (Some(copy), Some(slot)) = (copy, slot) else {
-                blocked.push((pr, Reverse(i)));
-                continue;
-            };
-            used_slots.push(slot);
-            // A transfer starts when every memory it touches has bandwidth
-            // for it; its copy is busy, and what follows it waits, from then.
-            let begins = infos[i]
-                .bookings
-                .iter()
-                .fold(cycle, |s, &(mem, _)| s.max(booked[mem]));
-            for &(mem, cycles) in &infos[i].bookings {
-                booked[mem] = begins + cycles;
-            }
-            unit_free[infos[i].unit][copy] = begins + infos[i].busy;
-            issue[i] = Some(cycle);
-            if let Some(insts) = insts {
-                bundle.ops.push((slot, insts[i].clone()));
-            }
-            left -= 1;
-            for &k in &order[start[i] as usize..start[i + 1] as usize] {
-                let e = &edges[k as usize];
-                let to = e.to();
-                earliest[to] = earliest[to].max(begins + e.delay());
-                remaining[to] -= 1;
-                if remaining[to] == 0 {
-                    timed.push(Reverse((earliest[to], to)));
+            if let (Some(copy), Some(slot)) = (copy, slot) {
+                used_slots.push(slot);
+                // A transfer starts when every memory it touches has bandwidth
+                // for it; its copy is busy, and what follows it waits, from then.
+                let begins = infos[i]
+                    .bookings
+                    .iter()
+                    .fold(cycle, |s, &(mem, _)| s.max(booked[mem]));
+                for &(mem, cycles) in &infos[i].bookings {
+                    booked[mem] = begins + cycles;
                 }
+                unit_free[u][copy] = begins + infos[i].busy;
+                issue[i] = Some(cycle);
+                if let Some(insts) = insts {
+                    bundle.ops.push((slot, insts[i].clone()));
+                }
+                left -= 1;
+                for &k in &order[start[i] as usize..start[i + 1] as usize] {
+                    let e = &edges[k as usize];
+                    let to = e.to();
+                    earliest[to] = earliest[to].max(begins + e.delay());
+                    remaining[to] -= 1;
+                    if remaining[to] == 0 {
+                        timed.push(Reverse((earliest[to], to)));
+                    }
+                }
+            } else {
+                blocked.push((pr, Reverse(i)));
+            }
+            if let Some(&next) = ready[u].peek()
+                && free_copy(&unit_free, u, cycle).is_some()
+            {
+                heads.push(next);
             }
         }
-        ready.extend(blocked.drain(..));
+        for b in blocked.drain(..) {
+            ready[infos[b.1.0].unit].push(b);
+        }
         bundle.ops.sort_by_key(|(s, _)| *s);
         bundles.push(bundle);
         cycle += 1;
