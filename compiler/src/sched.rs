@@ -59,8 +59,9 @@ use targets::sim::{Effects, Place, Span};
 /// One instruction's scheduling facts.
 #[derive(Clone, Debug)]
 struct Info {
+    /// The instruction (its slots are the definition's).
+    inst: u32,
     unit: usize,
-    slots: Vec<SlotId>,
     latency: u64,
     busy: u64,
     /// Must come after everything earlier (fences, halts, signals of synchronous units).
@@ -74,8 +75,10 @@ struct Info {
     /// Accumulation forwarding: another accumulating instruction may use the
     /// registers this one writes this many cycles after it issues (0: none).
     accumulate: u64,
-    reads: Vec<Place>,
-    writes: Vec<Place>,
+    /// What it reads and writes: runs of the places [`infos`] returns
+    /// beside the facts (only finding the edges needs them).
+    reads: (u32, u32),
+    writes: (u32, u32),
     signals: Vec<(usize, u32)>,
     waits: Vec<(usize, u32)>,
     /// An asynchronous transfer's share of each memory it touches: `(memory,
@@ -115,6 +118,16 @@ struct Deps {
     rules: Rules,
 }
 
+/// The places of `run` (an [`Info`]'s reads or writes).
+fn run_of(places: &[Place], run: (u32, u32)) -> &[Place] {
+    &places[run.0 as usize..run.1 as usize]
+}
+
+/// The slots instruction `info` may issue from.
+fn slots<'m>(m: &'m Machine, info: &Info) -> &'m [SlotId] {
+    &m.instructions[info.inst as usize].timing.slots
+}
+
 impl Deps {
     fn new(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Deps {
         Deps::timed(t, m, insts, rules, &mut PassTimes::default())
@@ -127,8 +140,8 @@ impl Deps {
         rules: Rules,
         times: &mut PassTimes,
     ) -> Deps {
-        let infos = times.time("effects", || infos(t, m, insts, rules));
-        let edges = times.time("dependences", || edges(&infos));
+        let (infos, places) = times.time("effects", || infos(t, m, insts, rules));
+        let edges = times.time("dependences", || edges(&infos, &places));
         Deps {
             infos,
             edges,
@@ -182,20 +195,37 @@ impl Default for Rules {
     }
 }
 
-fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Vec<Info> {
+fn infos(
+    t: &targets::Target,
+    m: &Machine,
+    insts: &[MInst],
+    rules: Rules,
+) -> (Vec<Info>, Vec<Place>) {
     let isa = t.isa();
     let mut fx = Effects::default();
-    insts
+    let mut places: Vec<Place> = Vec::with_capacity(insts.len() * 3);
+    let infos = insts
         .iter()
         .map(|i| {
             t.effects(m, i, &mut fx);
+            let mut run = |write: bool| {
+                let from = places.len() as u32;
+                places.extend(
+                    fx.accesses
+                        .iter()
+                        .filter(|a| a.write == write)
+                        .map(|a| a.place),
+                );
+                (from, places.len() as u32)
+            };
+            let (reads, writes) = (run(false), run(true));
             let def = &m.instructions[i.inst.index()];
             let unit = &m.units[def.timing.unit.index()];
             let latency = isa.latency(m, i).max(1) as u64;
             let occupancy = isa.occupancy(m, i).max(1) as u64;
             Info {
+                inst: i.inst.index() as u32,
                 unit: def.timing.unit.index(),
-                slots: def.timing.slots.clone(),
                 latency,
                 busy: if unit.pipelined {
                     occupancy
@@ -209,18 +239,8 @@ fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Vec
                     || (rules.transfers_are_barriers && !fx.waits.is_empty())
                     || fx.fence
                     || fx.halt,
-                reads: fx
-                    .accesses
-                    .iter()
-                    .filter(|a| !a.write)
-                    .map(|a| a.place)
-                    .collect(),
-                writes: fx
-                    .accesses
-                    .iter()
-                    .filter(|a| a.write)
-                    .map(|a| a.place)
-                    .collect(),
+                reads,
+                writes,
                 signals: fx.signals.clone(),
                 waits: fx.waits.clone(),
                 bookings: if unit.asynchronous {
@@ -241,7 +261,8 @@ fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Vec
                 accumulate: isa.accumulate(m, i).max(0) as u64,
             }
         })
-        .collect()
+        .collect();
+    (infos, places)
 }
 
 /// Who last wrote a place and who read it since, with the bytes each
@@ -333,7 +354,7 @@ impl MemRecords {
 /// write covering a range retires its record). Only the edges that bind are
 /// made: an instruction after a barrier depends on the latest barrier alone,
 /// a wait on the signals since the previous wait on its semaphore.
-fn edges(infos: &[Info]) -> Vec<Edge> {
+fn edges(infos: &[Info], places: &[Place]) -> Vec<Edge> {
     use rustc_hash::FxHashMap as HashMap;
     let mut out: Vec<Edge> = Vec::new();
     let mut regs: HashMap<(usize, u32), Record> = HashMap::default();
@@ -412,11 +433,10 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
                 );
             }
         };
-        for (place, write) in b
-            .reads
+        for (place, write) in run_of(places, b.reads)
             .iter()
             .map(|p| (p, false))
-            .chain(b.writes.iter().map(|p| (p, true)))
+            .chain(run_of(places, b.writes).iter().map(|p| (p, true)))
         {
             match *place {
                 Place::Reg { file, reg } => {
@@ -448,15 +468,15 @@ fn edges(infos: &[Info]) -> Vec<Edge> {
         // of the transfers it completes.
         reads.clear();
         reads.extend(
-            b.reads
+            run_of(places, b.reads)
                 .iter()
-                .chain(completes.iter().flat_map(|&f| &infos[f].reads)),
+                .chain(completes.iter().flat_map(|&f| run_of(places, infos[f].reads))),
         );
         writes.clear();
         writes.extend(
-            b.writes
+            run_of(places, b.writes)
                 .iter()
-                .chain(completes.iter().flat_map(|&f| &infos[f].writes)),
+                .chain(completes.iter().flat_map(|&f| run_of(places, infos[f].writes))),
         );
         for place in &reads {
             match *place {
@@ -637,11 +657,10 @@ fn reverse_priorities(m: &Machine, deps: &Deps) -> Vec<u64> {
             .iter()
             .rev()
             .map(|i| Info {
-                reads: Vec::new(),
-                writes: Vec::new(),
+                reads: (0, 0),
+                writes: (0, 0),
                 signals: Vec::new(),
                 waits: Vec::new(),
-                slots: i.slots.clone(),
                 bookings: i.bookings.clone(),
                 ..*i
             })
@@ -757,8 +776,7 @@ fn list(
             ready[u].pop();
             // Same-cycle edges (delay 0) never occur: every edge delays at least one cycle.
             let copy = free_copy(&unit_free, u, cycle);
-            let slot = infos[i]
-                .slots
+            let slot = slots(m, &infos[i])
                 .iter()
                 .copied()
                 .find(|s| !used_slots.contains(s));
@@ -916,7 +934,7 @@ fn check_deps(
             match found {
                 Some(i) => {
                     placed[i] = Some(cycle as u64);
-                    if !infos[i].slots.contains(slot) {
+                    if !slots(m, &infos[i]).contains(slot) {
                         errors.push(format!(
                             "bundle {cycle}: `{}` cannot issue from slot `{}`",
                             m.instructions[inst.inst.index()].name,
