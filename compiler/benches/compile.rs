@@ -49,6 +49,9 @@ fn large(c: &mut Criterion) {
     };
     let path = Path::new(&dir).join("gpt2_small_12/model.onnx");
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // Shared, as `tessera compile` hands the file's buffer to the importer
+    // (the weights stay views of it, not copies).
+    let bytes = prost::bytes::Bytes::from(bytes);
     let t = targets::by_name("vliw-systolic").expect("shipped");
     let mut group = c.benchmark_group("compile_large");
     group
@@ -57,7 +60,8 @@ fn large(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(100));
     group.bench_function("vliw-systolic/gpt2_small_12", |b| {
         b.iter(|| {
-            let mut g = compiler::onnx::import(&bytes).expect("imports");
+            let options = compiler::onnx::ImportOptions::default();
+            let mut g = compiler::onnx::import_shared(bytes.clone(), &options).expect("imports");
             compiler::interp::fold_constants(&mut g);
             let c = compiler::lower::compile(t, t.machine(), &g).expect("compiles");
             c.program.to_bytes().expect("serializes")

@@ -468,15 +468,19 @@ fn edges(infos: &[Info], places: &[Place]) -> Vec<Edge> {
         // of the transfers it completes.
         reads.clear();
         reads.extend(
-            run_of(places, b.reads)
-                .iter()
-                .chain(completes.iter().flat_map(|&f| run_of(places, infos[f].reads))),
+            run_of(places, b.reads).iter().chain(
+                completes
+                    .iter()
+                    .flat_map(|&f| run_of(places, infos[f].reads)),
+            ),
         );
         writes.clear();
         writes.extend(
-            run_of(places, b.writes)
-                .iter()
-                .chain(completes.iter().flat_map(|&f| run_of(places, infos[f].writes))),
+            run_of(places, b.writes).iter().chain(
+                completes
+                    .iter()
+                    .flat_map(|&f| run_of(places, infos[f].writes)),
+            ),
         );
         for place in &reads {
             match *place {

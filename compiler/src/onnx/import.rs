@@ -41,10 +41,16 @@ pub fn import_with(bytes: &[u8], options: &ImportOptions) -> Result<Graph, Impor
 /// [`import_with`] of a buffer it may keep: the tensors' `raw_data` are
 /// views of it instead of copies (a model's weights are most of its bytes).
 pub fn import_owned(bytes: Vec<u8>, options: &ImportOptions) -> Result<Graph, ImportError> {
-    import_model(
-        &ModelProto::decode(prost::bytes::Bytes::from(bytes))?,
-        options,
-    )
+    import_shared(prost::bytes::Bytes::from(bytes), options)
+}
+
+/// [`import_owned`] of a shared buffer (cloning a `Bytes` shares it): the
+/// weights stay views of it.
+pub fn import_shared(
+    bytes: prost::bytes::Bytes,
+    options: &ImportOptions,
+) -> Result<Graph, ImportError> {
+    import_model(&ModelProto::decode(bytes)?, options)
 }
 
 /// Imports an ONNX model file.

@@ -25,7 +25,7 @@ mod tensor;
 pub use error::{ImportError, NodeRef};
 pub use import::{
     ImportOptions, OPSETS, import, import_file, import_file_with, import_model, import_owned,
-    import_with, read_tensor, read_tensor_file,
+    import_shared, import_with, read_tensor, read_tensor_file,
 };
 pub use ops::SUPPORTED_OPS;
 pub use tensor::{MAX_ELEMENTS, data_type, elem_type, tensor_from_proto};
