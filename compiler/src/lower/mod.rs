@@ -245,15 +245,36 @@ pub fn broadcast_offsets(from: &[usize], to: &[usize]) -> Vec<usize> {
     }
     let n: usize = to.iter().product();
     let mut out = Vec::with_capacity(n);
-    for flat in 0..n {
-        let (mut rest, mut at) = (flat, 0usize);
-        for d in (0..to.len()).rev() {
-            at += (rest % to[d]) * strides[d];
-            rest /= to[d];
-        }
-        out.push(at);
+    if n == 0 {
+        return out;
     }
-    out
+    // An odometer over `to`'s index, the offset kept alongside: the last
+    // dimension runs as a plain loop.
+    let last = to.len().saturating_sub(1);
+    let (width, step) = match to.last() {
+        Some(&w) => (w, strides[last]),
+        None => (1, 0),
+    };
+    let mut index = vec![0usize; to.len()];
+    let mut base = 0usize;
+    loop {
+        out.extend((0..width).map(|j| base + j * step));
+        // Next row: carry through the leading dimensions.
+        let mut d = last;
+        loop {
+            if d == 0 {
+                return out;
+            }
+            d -= 1;
+            index[d] += 1;
+            base += strides[d];
+            if index[d] < to[d] {
+                break;
+            }
+            base -= index[d] * strides[d];
+            index[d] = 0;
+        }
+    }
 }
 
 /// Bytes of `data` in element type `dt`.
@@ -2927,5 +2948,50 @@ mod tests {
         assert_eq!(broadcast_offsets(&[], &[2]), [0, 0]);
         // Same shape: the identity.
         assert_eq!(broadcast_offsets(&[2, 2], &[2, 2]), [0, 1, 2, 3]);
+        // A scalar to a scalar, and an empty target.
+        assert_eq!(broadcast_offsets(&[], &[]), [0]);
+        assert!(broadcast_offsets(&[3], &[0, 3]).is_empty());
+    }
+
+    /// Against the flat index taken apart digit by digit, on shapes with
+    /// every mix of broadcast dimensions.
+    #[test]
+    fn broadcast_offsets_match_digit_by_digit() {
+        let reference = |from: &[usize], to: &[usize]| -> Vec<usize> {
+            let lead = to.len() - from.len();
+            let n: usize = to.iter().product();
+            (0..n)
+                .map(|flat| {
+                    let (mut rest, mut at, mut stride) = (flat, 0, 1);
+                    let mut digits = vec![0; to.len()];
+                    for d in (0..to.len()).rev() {
+                        digits[d] = rest % to[d];
+                        rest /= to[d];
+                    }
+                    for j in (0..from.len()).rev() {
+                        if from[j] != 1 {
+                            at += digits[lead + j] * stride;
+                        }
+                        stride *= from[j];
+                    }
+                    at
+                })
+                .collect()
+        };
+        let to = [2, 3, 1, 4];
+        for mask in 0..16u32 {
+            for keep in 0..=to.len() {
+                let from: Vec<usize> = to[to.len() - keep..]
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &d)| if mask >> k & 1 == 1 { 1 } else { d })
+                    .collect();
+                assert_eq!(
+                    broadcast_offsets(&from, &to),
+                    reference(&from, &to),
+                    "{from:?}"
+                );
+            }
+        }
     }
 }
