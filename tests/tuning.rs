@@ -299,3 +299,34 @@ fn staged_runs_come_in_bands_so_the_first_passes_start_early() {
     let run = compiler::run::run_compiled(t, m, &g, banded, &inputs, None).expect("runs");
     assert!(run.checks.iter().all(|c| c.ok));
 }
+
+#[test]
+fn a_staged_run_wider_than_one_transfer_comes_in_column_chunks_and_serves_every_column() {
+    // K = 4096: the input's run of the whole reduction ends in a band of
+    // 2048 columns, wider than vliw-systolic's transfers take (1024). It
+    // comes in chunks of 1024 columns instead of failing, so the run is
+    // still staged once and every column tile reads it: the input is
+    // converted to bf16 once whether there are one or two column tiles
+    // (unstaged, each column tile converted its own steps again).
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let conversions = |g: &Graph| {
+        let c = lower::compile(t, m, g).expect("compiles");
+        c.insts
+            .iter()
+            .filter(|i| m.instructions[i.inst.index()].name == "vst_bf16")
+            .count()
+    };
+    let one = conversions(&compiler::bench::gemm_graph(16, 4096, 128));
+    let g = compiler::bench::gemm_graph(16, 4096, 256);
+    assert!(one > 0);
+    assert_eq!(
+        conversions(&g),
+        one,
+        "the run is staged once for both column tiles"
+    );
+    let c = lower::compile(t, m, &g).expect("compiles");
+    let inputs = compiler::run::random_inputs(&g, 7);
+    let run = compiler::run::run_compiled(t, m, &g, c, &inputs, None).expect("runs");
+    assert!(run.checks.iter().all(|c| c.ok));
+}

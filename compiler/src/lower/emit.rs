@@ -224,6 +224,11 @@ pub struct Emitter<'a> {
     pub info: &'a Info,
     /// Large transfers go as one piece per copy of their unit (`Emitter::spread_transfer`).
     pub spread_transfers: bool,
+    /// A memory-to-memory copy whose rows are wider than one transfer takes
+    /// goes in column chunks (else it fails, and the caller chooses another
+    /// way, e.g. smaller steps). Staged runs of a product's operand set it:
+    /// other callers' fallbacks keep less in registers at once.
+    pub column_chunks: bool,
     /// Code so far.
     pub code: Vec<VInst>,
     /// Buffers so far.
@@ -250,6 +255,7 @@ impl<'a> Emitter<'a> {
             isa,
             info,
             spread_transfers: true,
+            column_chunks: false,
             code: Vec::new(),
             bufs: Vec::new(),
             fixups: Vec::new(),
@@ -752,81 +758,35 @@ impl<'a> Emitter<'a> {
                         }
                     }
                     Val::Mem(src) => {
-                        let whole = c.rank == 2;
-                        if whole {
-                            let op = self.copy_op(
+                        // A row wider than one transfer takes goes in column
+                        // chunks of the widest power of two that does
+                        // (with `column_chunks`).
+                        let row_fits = |e: &Self, w: i64| {
+                            let shape = if c.rank == 2 { vec![1, w] } else { vec![w] };
+                            let op = e.copy_op(
                                 &c,
-                                v,
-                                vec![rows, cols],
-                                Self::mem_tensor(&out, vec![rows, cols]),
+                                &Val::Mem(src.view(0, 0, 1, w)),
+                                shape.clone(),
+                                Self::mem_tensor(&out.view(0, 0, 1, w), shape),
                             );
-                            if self.check(&op.0, c.inst).is_ok() {
-                                ops.push(op);
-                                // A large transfer on an asynchronous unit with
-                                // several copies goes as one piece per copy, so
-                                // the copies share it (one engine alone may be
-                                // slower than the memory).
-                                if let Some(pieces) =
-                                    self.spread_transfer(&c, rows, cols, src, &out)
-                                {
-                                    ops = pieces;
-                                }
-                            }
-                        }
-                        // Else blocks of as many rows as one transfer takes
-                        // (the largest power of two that checks), else row by row.
-                        let mut block = if whole {
-                            1i64 << (63 - (rows / 2).max(1).leading_zeros())
-                        } else {
-                            1
+                            e.check(&op.0, c.inst).is_ok()
                         };
-                        while ops.is_empty() && block > 1 {
-                            let probe = self.copy_op(
-                                &c,
-                                &Val::Mem(src.view(0, 0, block, cols)),
-                                vec![block, cols],
-                                Self::mem_tensor(&out.view(0, 0, block, cols), vec![block, cols]),
-                            );
-                            if self.check(&probe.0, c.inst).is_ok() {
-                                break;
+                        let mut chunk = cols;
+                        if self.column_chunks && !row_fits(self, cols) {
+                            chunk = 1i64 << (63 - (cols - 1).max(1).leading_zeros());
+                            while chunk > 1 && !row_fits(self, chunk) {
+                                chunk /= 2;
                             }
-                            block /= 2;
                         }
-                        if ops.is_empty() {
-                            let mut r = 0;
-                            while r < rows {
-                                let h = block.min(rows - r);
-                                let s = Val::Mem(src.view(r, 0, h, cols));
-                                let d = out.view(r, 0, h, cols);
-                                let shape = if c.rank == 2 {
-                                    vec![h, cols]
-                                } else {
-                                    vec![cols]
-                                };
-                                let op = self.copy_op(
-                                    &c,
-                                    &s,
-                                    shape.clone(),
-                                    Self::mem_tensor(&d, shape),
-                                );
-                                if h > 1 && self.check(&op.0, c.inst).is_err() {
-                                    // The last, shorter block: row by row.
-                                    for q in r..rows {
-                                        let s = Val::Mem(src.view(q, 0, 1, cols));
-                                        let d = out.view(q, 0, 1, cols);
-                                        let shape = vec![1, cols];
-                                        ops.push(self.copy_op(
-                                            &c,
-                                            &s,
-                                            shape.clone(),
-                                            Self::mem_tensor(&d, shape),
-                                        ));
-                                    }
-                                    break;
-                                }
-                                ops.push(op);
-                                r += h;
-                            }
+                        let mut c0 = 0;
+                        while c0 < cols {
+                            let w = chunk.min(cols - c0);
+                            ops.extend(self.mem_copy_ops(
+                                &c,
+                                &src.view(0, c0, rows, w),
+                                &out.view(0, c0, rows, w),
+                            ));
+                            c0 += w;
                         }
                     }
                 }
@@ -885,6 +845,86 @@ impl<'a> Emitter<'a> {
                 Ok(Val::Mem(out))
             }
         }
+    }
+
+    /// The transfers of copy `c` from `src` into `out` (memory to memory,
+    /// rows at most as wide as one transfer takes): the whole tile when both
+    /// sides allow it (spread over the unit's copies when large), else
+    /// blocks of as many rows as one transfer takes, else row by row.
+    fn mem_copy_ops(
+        &self,
+        c: &super::machine::Copy,
+        src: &MemTile,
+        out: &MemTile,
+    ) -> Vec<(TileOp, Vec<Ref>)> {
+        let (rows, cols) = (src.rows, src.cols);
+        let v = &Val::Mem(src.clone());
+        let mut ops: Vec<(TileOp, Vec<Ref>)> = Vec::new();
+        let whole = c.rank == 2;
+        if whole {
+            let op = self.copy_op(
+                c,
+                v,
+                vec![rows, cols],
+                Self::mem_tensor(out, vec![rows, cols]),
+            );
+            if self.check(&op.0, c.inst).is_ok() {
+                ops.push(op);
+                // A large transfer on an asynchronous unit with
+                // several copies goes as one piece per copy, so
+                // the copies share it (one engine alone may be
+                // slower than the memory).
+                if let Some(pieces) = self.spread_transfer(c, rows, cols, src, out) {
+                    ops = pieces;
+                }
+            }
+        }
+        // Else blocks of as many rows as one transfer takes
+        // (the largest power of two that checks), else row by row.
+        let mut block = if whole {
+            1i64 << (63 - (rows / 2).max(1).leading_zeros())
+        } else {
+            1
+        };
+        while ops.is_empty() && block > 1 {
+            let probe = self.copy_op(
+                c,
+                &Val::Mem(src.view(0, 0, block, cols)),
+                vec![block, cols],
+                Self::mem_tensor(&out.view(0, 0, block, cols), vec![block, cols]),
+            );
+            if self.check(&probe.0, c.inst).is_ok() {
+                break;
+            }
+            block /= 2;
+        }
+        if ops.is_empty() {
+            let mut r = 0;
+            while r < rows {
+                let h = block.min(rows - r);
+                let s = Val::Mem(src.view(r, 0, h, cols));
+                let d = out.view(r, 0, h, cols);
+                let shape = if c.rank == 2 {
+                    vec![h, cols]
+                } else {
+                    vec![cols]
+                };
+                let op = self.copy_op(c, &s, shape.clone(), Self::mem_tensor(&d, shape));
+                if h > 1 && self.check(&op.0, c.inst).is_err() {
+                    // The last, shorter block: row by row.
+                    for q in r..rows {
+                        let s = Val::Mem(src.view(q, 0, 1, cols));
+                        let d = out.view(q, 0, 1, cols);
+                        let shape = vec![1, cols];
+                        ops.push(self.copy_op(c, &s, shape.clone(), Self::mem_tensor(&d, shape)));
+                    }
+                    break;
+                }
+                ops.push(op);
+                r += h;
+            }
+        }
+        ops
     }
 
     /// The tile operation of copy `c` from `v` (given shape) into `dst`.

@@ -1303,7 +1303,10 @@ impl Lowerer<'_> {
             } else {
                 whole.view(k0 + b0, c0, w, cols)
             };
-            match self.e.to_loc(Val::Mem(src), at, None, pad).map_err(err)? {
+            self.e.column_chunks = true;
+            let landed = self.e.to_loc(Val::Mem(src), at, None, pad);
+            self.e.column_chunks = false;
+            match landed.map_err(err)? {
                 Val::Mem(t) => bands.push((b0, w, t)),
                 Val::Reg(_) | Val::Splat(_) => {
                     return Err(err("staged operand landed in a register"));
