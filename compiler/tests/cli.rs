@@ -622,6 +622,14 @@ fn compile_writes_a_program_that_sim_runs() {
         "{v}"
     );
     assert!(v["report"]["roofline"]["cycles"].as_u64().is_some(), "{v}");
+    // The report times each pass, the back end's among them.
+    let passes: Vec<&str> = v["report"]["passes"]
+        .as_array()
+        .map(|p| p.iter().filter_map(|x| x["pass"].as_str()).collect())
+        .unwrap_or_default();
+    for pass in ["lower", "registers", "schedule", "check schedule", "encode"] {
+        assert!(passes.contains(&pass), "{pass} missing from {passes:?}");
+    }
     let sim = tessera(&[
         "sim",
         &prog.display().to_string(),
@@ -663,6 +671,28 @@ fn compile_emits_every_stage_as_text() {
         assert!(text.contains(section), "missing {section}");
     }
     assert!(text.contains("mmul_z"), "{text}");
+}
+
+#[test]
+fn time_passes_prints_each_pass_and_the_total_to_stderr() {
+    let out = tessera(&[
+        "compile",
+        "examples/mlp_small/model.onnx",
+        "-t",
+        "vliw-systolic",
+        "--time-passes",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for pass in ["read", "import", "lower", "buffers", "dependences", "total"] {
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with(pass) && l.contains(" ms")),
+            "{pass} missing:\n{err}"
+        );
+    }
+    // Standard output keeps only what it had.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("total"));
 }
 
 #[test]
