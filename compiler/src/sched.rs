@@ -293,59 +293,122 @@ impl Default for Record {
     }
 }
 
-/// The records of one memory by the length of the bytes each spans, in
-/// classes of powers of two, each ordered by start: the ones overlapping an
-/// access start in a range no longer than the class's lengths before it.
+/// Bytes of a page of the records' index ([`MemRecords`]): 64 KiB.
+const PAGE_BITS: u32 = 16;
+
+/// Pages beyond which a record is kept in a list of its own rather than
+/// under every page it touches (4 MiB).
+const LARGE_PAGES: i64 = 64;
+
+/// The records of one memory, indexed by the pages of [`PAGE_BITS`] each
+/// touches: the ones overlapping an access are among those listed under
+/// its pages (and the few large ones).
 #[derive(Default)]
 struct MemRecords {
-    /// Class `c` holds the records spanning at most `2^c` bytes (and more
-    /// than `2^(c-1)`), by start (and a count keeping equal starts apart).
-    classes: Vec<std::collections::BTreeMap<(i64, u64), Record>>,
-    next: u64,
+    /// Every record made, by id; `None` once retired.
+    recs: Vec<Option<Record>>,
+    /// The records touching each page, by id.
+    pages: rustc_hash::FxHashMap<i64, Vec<u32>>,
+    /// The records spanning more than [`LARGE_PAGES`] pages.
+    large: Vec<u32>,
+    /// The last search that found each record (a record under several
+    /// pages is taken once).
+    seen: Vec<u32>,
+    search: u32,
+    /// The candidates of the last search, by id.
+    hits: Vec<u32>,
 }
 
-/// The class of a span: `2^class` is its length or more.
-fn length_class(span: &Span) -> usize {
-    let len = span.end.saturating_sub(span.start).max(1) as u64;
-    (u64::BITS - (len - 1).leading_zeros()) as usize
+/// The first and last page of `span`.
+fn pages_of(span: &Span) -> (i64, i64) {
+    (
+        span.start >> PAGE_BITS,
+        (span.end - 1).max(span.start) >> PAGE_BITS,
+    )
 }
 
 impl MemRecords {
+    /// The live records listed under the pages of `span` (and the large
+    /// ones) into `hits`, by id.
+    fn candidates(&mut self, span: Span) {
+        self.hits.clear();
+        self.search = self.search.wrapping_add(1);
+        let (p0, p1) = pages_of(&span);
+        let (seen, hits, search) = (&mut self.seen, &mut self.hits, self.search);
+        let mut take = |id: u32| {
+            if seen[id as usize] != search {
+                seen[id as usize] = search;
+                hits.push(id);
+            }
+        };
+        if p1 - p0 >= self.pages.len() as i64 {
+            // Wider than the index: every page is as good.
+            for ids in self.pages.values() {
+                ids.iter().copied().for_each(&mut take);
+            }
+        } else {
+            for p in p0..=p1 {
+                if let Some(ids) = self.pages.get(&p) {
+                    ids.iter().copied().for_each(&mut take);
+                }
+            }
+        }
+        self.large.iter().copied().for_each(&mut take);
+        self.hits.sort_unstable();
+    }
+
     /// Every record sharing a byte with `span`.
     fn overlapping(&mut self, span: Span) -> impl Iterator<Item = &mut Record> {
-        self.classes
-            .iter_mut()
-            .enumerate()
-            .filter(|(_, recs)| !recs.is_empty())
-            .flat_map(move |(c, recs)| {
-                let reach = 1i64.checked_shl(c as u32).unwrap_or(i64::MAX);
-                recs.range_mut((span.start.saturating_sub(reach - 1), 0)..(span.end, 0))
-                    .map(|(_, r)| r)
+        self.candidates(span);
+        let MemRecords { recs, hits, .. } = self;
+        let mut rest = recs.iter_mut();
+        let mut next = 0usize;
+        hits.iter()
+            .filter_map(move |&id| {
+                let r = rest.nth(id as usize - next)?;
+                next = id as usize + 1;
+                r.as_mut()
             })
             .filter(move |r| r.span.overlaps(&span))
     }
 
     fn push(&mut self, rec: Record) {
-        let c = length_class(&rec.span);
-        if self.classes.len() <= c {
-            self.classes.resize_with(c + 1, Default::default);
+        let id = self.recs.len() as u32;
+        let (p0, p1) = pages_of(&rec.span);
+        if p1 - p0 >= LARGE_PAGES {
+            self.large.push(id);
+        } else {
+            for p in p0..=p1 {
+                self.pages.entry(p).or_default().push(id);
+            }
         }
-        self.next += 1;
-        self.classes[c].insert((rec.span.start, self.next), rec);
+        self.recs.push(Some(rec));
+        self.seen.push(0);
     }
 
     /// Drops the records whose bytes `span` covers.
     fn retire_within(&mut self, span: Span) {
-        for recs in &mut self.classes {
-            let covered: Vec<(i64, u64)> = recs
-                .range((span.start, 0)..(span.end, 0))
-                .filter(|(_, r)| span.covers(&r.span))
-                .map(|(k, _)| *k)
-                .collect();
-            for k in covered {
-                recs.remove(&k);
+        self.candidates(span);
+        let hits = std::mem::take(&mut self.hits);
+        for &id in &hits {
+            let Some(rec) = self.recs[id as usize].take_if(|r| span.covers(&r.span)) else {
+                continue;
+            };
+            let (p0, p1) = pages_of(&rec.span);
+            if p1 - p0 >= LARGE_PAGES {
+                self.large.retain(|&x| x != id);
+            } else {
+                for p in p0..=p1 {
+                    if let Some(ids) = self.pages.get_mut(&p) {
+                        ids.retain(|&x| x != id);
+                        if ids.is_empty() {
+                            self.pages.remove(&p);
+                        }
+                    }
+                }
             }
         }
+        self.hits = hits;
     }
 }
 
@@ -1031,4 +1094,70 @@ pub fn flatten(bundles: &[Bundle]) -> Vec<MInst> {
         .iter()
         .flat_map(|b| b.ops.iter().map(|(_, i)| i.clone()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn span((start, len, pitch, width): (i64, i64, i64, i64)) -> Span {
+        if pitch == 0 || width >= pitch {
+            Span::dense(start, start + len)
+        } else {
+            // Whole rows: `len` rounded down to rows of `pitch`, plus the last row's width.
+            let rows = (len / pitch).max(1);
+            Span {
+                start,
+                end: start + (rows - 1) * pitch + width,
+                pitch,
+                width,
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// The page index finds exactly the live records a scan of all of
+        /// them finds, through pushes and retirements of small, strided and
+        /// large (over 4 MiB) spans.
+        #[test]
+        fn the_page_index_finds_what_a_scan_finds(
+            ops in prop::collection::vec(
+                (0u8..3, 0i64..(1 << 23), 1i64..(1 << 23), 0i64..4096, 1i64..4096),
+                1..60,
+            )
+        ) {
+            let mut index = MemRecords::default();
+            // What was pushed: the op that made it, its span, whether live.
+            let mut all: Vec<(usize, Span, bool)> = Vec::new();
+            for (k, (op, start, len, pitch, width)) in ops.into_iter().enumerate() {
+                let len = if k % 3 == 0 { len } else { len % 300_000 + 1 };
+                let s = span((start, len, pitch, width));
+                match op {
+                    0 => {
+                        index.push(Record { span: s, writer: Some(k), readers: Vec::new() });
+                        all.push((k, s, true));
+                    }
+                    1 => {
+                        index.retire_within(s);
+                        for r in all.iter_mut().filter(|r| s.covers(&r.1)) {
+                            r.2 = false;
+                        }
+                    }
+                    _ => {}
+                }
+                let mut found: Vec<usize> =
+                    index.overlapping(s).filter_map(|r| r.writer).collect();
+                found.sort_unstable();
+                let want: Vec<usize> = all
+                    .iter()
+                    .filter(|r| r.2 && r.1.overlaps(&s))
+                    .map(|r| r.0)
+                    .collect();
+                prop_assert_eq!(found, want);
+            }
+        }
+    }
 }
