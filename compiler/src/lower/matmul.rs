@@ -642,24 +642,6 @@ impl Lowerer<'_> {
         }
         let (src_rows, src_cols) = (r as usize, c as usize);
         let el = dt.bytes() as usize;
-        let place = |l: &mut Self, lo: i64, w: i64| {
-            let lo = lo as usize;
-            if transposed {
-                l.padded_rows(orows, w, dt, |i, buf| {
-                    let at = i * ocols as usize + lo;
-                    buf.copy_from_slice(&gathered[at..at + buf.len()]);
-                })
-            } else {
-                l.padded_bytes(orows, w, dt, |i, out| {
-                    if i < src_rows && lo < src_cols {
-                        let n = (out.len() / el).min(src_cols - lo);
-                        let src = (batch_row0 as usize + i) * cols_src as usize + lo;
-                        super::encode_elements(&t.data, src, dt, &mut out[..n * el]);
-                    }
-                })
-            }
-            .tile(0, 0, orows, w)
-        };
         // Panels along the stored columns when they are not the reduction
         // (staged runs of the reduction never cross a panel): N of B, M of Aᵀ.
         let pw = if !is_a && !transposed && ocols > p.tn {
@@ -669,11 +651,28 @@ impl Lowerer<'_> {
         } else {
             0
         };
-        let panels = if pw == 0 {
-            vec![place(self, 0, ocols)]
+        let (count, w) = if pw == 0 {
+            (1, ocols)
         } else {
-            (0..ocols / pw).map(|j| place(self, j * pw, pw)).collect()
+            ((ocols / pw) as usize, pw)
         };
+        let homes = if transposed {
+            self.padded_panels(orows, w, count, dt, |i, j, out| {
+                let at = i * ocols as usize + j * w as usize;
+                let n = out.len() / el;
+                super::encode_into(dt, &gathered[at..at + n], out);
+            })
+        } else {
+            self.padded_panels(orows, w, count, dt, |i, j, out| {
+                let lo = j * w as usize;
+                if i < src_rows && lo < src_cols {
+                    let n = (out.len() / el).min(src_cols - lo);
+                    let src = (batch_row0 as usize + i) * cols_src as usize + lo;
+                    super::encode_elements(&t.data, src, dt, &mut out[..n * el]);
+                }
+            })
+        };
+        let panels: Vec<MemTile> = homes.iter().map(|h| h.tile(0, 0, orows, w)).collect();
         self.packed_panels.insert(key, (panels.clone(), pw));
         Ok((panels, pw))
     }

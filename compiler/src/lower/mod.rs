@@ -2553,30 +2553,55 @@ impl Lowerer<'_> {
         dt: DType,
         mut row: impl FnMut(usize, &mut [u8]),
     ) -> Home {
+        let mut homes = self.padded_panels(rows, cols, 1, dt, |r, _, out| row(r, out));
+        homes.remove(0)
+    }
+
+    /// `count` panels like [`Lowerer::padded_bytes`], filled together:
+    /// `row(r, panel, buffer)` for every row, then every panel (a matrix
+    /// cut into panels of columns is read once, row by row, not once per
+    /// panel).
+    fn padded_panels(
+        &mut self,
+        rows: i64,
+        cols: i64,
+        count: usize,
+        dt: DType,
+        mut row: impl FnMut(usize, usize, &mut [u8]),
+    ) -> Vec<Home> {
         let started = std::time::Instant::now();
         let pitch = self.home_pitch(cols, dt);
         let el = dt.bytes() as usize;
-        let mut bytes = vec![0u8; (rows * pitch) as usize * el];
-        let c = cols as usize;
-        for (r, out) in bytes.chunks_exact_mut(pitch as usize * el).enumerate() {
-            row(r, &mut out[..c * el]);
+        let (c, line) = (cols as usize, pitch as usize * el);
+        let mut panels: Vec<Vec<u8>> = (0..count)
+            .map(|_| vec![0u8; rows as usize * line])
+            .collect();
+        for r in 0..rows as usize {
+            for (j, bytes) in panels.iter_mut().enumerate() {
+                row(r, j, &mut bytes[r * line..r * line + c * el]);
+            }
         }
         self.packing += started.elapsed();
-        let addr = self.alloc_home(bytes.len() as u64, 64);
-        self.data.push(DataSegment {
-            memory: self.e.m.memories[self.home_mem().index()].name.clone(),
-            addr,
-            bytes,
-        });
-        Home {
-            mem: self.info.home,
-            base: Base::Fixed(addr),
-            dtype: dt,
-            rows,
-            cols,
-            pitch,
-            batch: None,
-        }
+        panels
+            .into_iter()
+            .map(|bytes| {
+                let addr = self.alloc_home(bytes.len() as u64, 64);
+                self.data.push(DataSegment {
+                    memory: self.e.m.memories[self.home_mem().index()].name.clone(),
+                    addr,
+                    bytes,
+                });
+                Home {
+                    mem: self.info.home,
+                    base: Base::Fixed(addr),
+                    dtype: dt,
+                    rows,
+                    cols,
+                    pitch,
+                    batch: None,
+                }
+            })
+            .collect()
     }
 
     /// Back end: buffers, registers, schedule, encoding.
