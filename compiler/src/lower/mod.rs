@@ -285,9 +285,6 @@ pub fn encode(dt: DType, data: impl IntoIterator<Item = f64>) -> Vec<u8> {
     out
 }
 
-/// Writes `data` in element type `dt` into `out` (exactly as long): the bytes
-/// [`targets::sim::to_bytes`] gives, with the common float types converted
-/// directly (constant packing converts every weight of a model).
 /// Elements `start..` of `data` encoded as `dt` into `out` (as many as it
 /// holds): straight from the model file's `f32` bytes where they are what
 /// `data` holds and `dt` is `f32` or `bf16`, else through `f64`s.
@@ -312,7 +309,9 @@ pub fn encode_elements(data: &crate::ir::Data, start: usize, dt: DType, out: &mu
     }
 }
 
-/// `data` encoded as `dt` into `out`.
+/// Writes `data` in element type `dt` into `out` (exactly as long): the bytes
+/// [`targets::sim::to_bytes`] gives, with the common float types converted
+/// directly (constant packing converts every weight of a model).
 pub fn encode_into(dt: DType, data: &[f64], out: &mut [u8]) {
     match dt {
         DType::F32 => {
@@ -2894,7 +2893,7 @@ enum Operand {
 
 #[cfg(test)]
 mod tests {
-    use super::{DType, broadcast_offsets, encode_into, widest_spread};
+    use super::{DType, broadcast_offsets, encode_elements, encode_into, widest_spread};
 
     /// The widest listed slack that fits, then bisected towards the next
     /// wider one: a memory that fits 15 000 instructions of slack gets
@@ -2957,6 +2956,41 @@ mod tests {
                 assert_eq!(&got[i * n..(i + 1) * n], want, "{} of {x:e}", dt.name());
             }
         }
+    }
+
+    /// Encoding straight from a weight's f32 bytes gives the bytes the
+    /// f64 route gives, for every type packing writes, NaN and rounding
+    /// ties included, from any start.
+    #[test]
+    fn encoding_from_f32_bytes_matches_the_f64_route() {
+        let values: Vec<f32> = vec![
+            1.0,
+            -2.5,
+            365.0,
+            367.0,
+            1.0 + 1.0 / 256.0,
+            f32::NAN,
+            f32::INFINITY,
+            -0.0,
+            3.3e-39,
+            65504.0,
+            1e-8,
+            -7.75,
+        ];
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let t = crate::ir::Tensor::f32_bytes(vec![values.len()], bytes.into());
+        let wide: Vec<f64> = values.iter().map(|v| f64::from(*v)).collect();
+        for dt in [DType::F32, DType::Bf16, DType::F16] {
+            for start in [0, 3] {
+                let n = values.len() - start;
+                let mut direct = vec![0u8; n * dt.bytes() as usize];
+                encode_elements(&t.data, start, dt, &mut direct);
+                let mut via = vec![0u8; direct.len()];
+                encode_into(dt, &wide[start..], &mut via);
+                assert_eq!(direct, via, "{}", dt.name());
+            }
+        }
+        assert!(!t.data.is_decoded(), "read from the bytes");
     }
 
     #[test]
