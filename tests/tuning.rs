@@ -330,3 +330,25 @@ fn a_staged_run_wider_than_one_transfer_comes_in_column_chunks_and_serves_every_
     let run = compiler::run::run_compiled(t, m, &g, c, &inputs, None).expect("runs");
     assert!(run.checks.iter().all(|c| c.ok));
 }
+
+#[test]
+fn a_run_of_a_long_reduction_is_staged_once_for_every_column_tile() {
+    // K = 8192 in blocks of 256 rows: the input's run (8 MiB counted in
+    // f32) is a quarter of vliw-systolic's 32 MiB SRAM and is staged whole.
+    // Cut in two runs (an eighth of the memory each, before session 11),
+    // every column tile staged and converted both again: a GEMM of
+    // 1024 x 8192 x 1024 converted its input eight times and ran at 44%.
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let conversions = |n: usize| {
+        let g = compiler::bench::gemm_graph(256, 8192, n);
+        let c = lower::compile(t, m, &g).expect("compiles");
+        c.insts
+            .iter()
+            .filter(|i| m.instructions[i.inst.index()].name == "vst_bf16")
+            .count()
+    };
+    let one = conversions(128);
+    assert!(one > 0);
+    assert_eq!(conversions(256), one, "staged once for both column tiles");
+}
