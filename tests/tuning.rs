@@ -352,3 +352,24 @@ fn a_run_of_a_long_reduction_is_staged_once_for_every_column_tile() {
     assert!(one > 0);
     assert_eq!(conversions(256), one, "staged once for both column tiles");
 }
+
+#[test]
+fn the_tile_search_keeps_a_long_reduction_in_one_run() {
+    // K = 16384: a run of 256 rows (16 MiB counted in f32) is over a
+    // quarter of the SRAM and would be staged again for each column tile;
+    // one of 128 rows fits. The estimate used to charge the HBM's latency
+    // to every reduction step, which made 256-row blocks look best (a GEMM
+    // of 512 x 16384 x 512 ran at 37%); staged runs wait once per run, and
+    // blocks of 128 rows are chosen: the input is converted once.
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let g = compiler::bench::gemm_graph(256, 16384, 256);
+    let c = lower::compile(t, m, &g).expect("compiles");
+    let conversions = c
+        .insts
+        .iter()
+        .filter(|i| m.instructions[i.inst.index()].name == "vst_bf16")
+        .count();
+    // One conversion per 8 x 128 register of the input.
+    assert_eq!(conversions, 256 * 16384 / (8 * 128), "{:?}", c.space);
+}

@@ -211,7 +211,18 @@ impl Lowerer<'_> {
             } else {
                 (None, Some(c.clone()))
             };
-            let mut found = self.tile_search(c, m, nn, k, aligned);
+            // Bytes per element each operand comes from home in: a
+            // constant is packed as the instruction reads it, a computed
+            // value is held in its home type (converted on the way).
+            let src = |v: ValueId, l: Loc| {
+                if g.constants.contains_key(&v) {
+                    l.dtype.bytes() as i64
+                } else {
+                    self.homes.get(&v).map_or(self.act, |h| h.dtype).bytes() as i64
+                }
+            };
+            let src = (src(a, locs[1]), src(b_data, locs[2]));
+            let mut found = self.tile_search(c, (m, nn, k), aligned, src);
             if set.is_some() && acc.is_none() {
                 let before = found.len();
                 found.retain(|e| e.mnk.2 >= k);
@@ -266,7 +277,7 @@ impl Lowerer<'_> {
                 Some(g) if g.inst != name => continue,
                 // The instruction may serve in several forms (operand
                 // roles): the first that takes the tile sizes.
-                Some(g) => match self.tile_cost(c, (m, nn, k), (g.tm, g.tn, g.tk)) {
+                Some(g) => match self.tile_cost(c, (m, nn, k), (g.tm, g.tn, g.tk), src) {
                     Ok(_) if set.is_some() && acc.is_none() && g.tk < k => {
                         refused.push(format!(
                             "`{name}` cannot accumulate, so tk must cover the reduction of {k}"
@@ -431,7 +442,13 @@ impl Lowerer<'_> {
     /// with the estimated time of each visiting order (see [`Self::tile_cost`]).
     /// Sizes up to the (rounded) dimension are tried first; whole registers
     /// past the matrix's edge only if nothing smaller fits.
-    fn tile_search(&self, c: &Contraction, m: i64, n: i64, k: i64, aligned: bool) -> Vec<Estimate> {
+    fn tile_search(
+        &self,
+        c: &Contraction,
+        (m, n, k): (i64, i64, i64),
+        aligned: bool,
+        src: (i64, i64),
+    ) -> Vec<Estimate> {
         let gran = self.info.col_granule;
         // Register shapes (an instruction may need whole registers, even past the
         // matrix's edge), and powers of two up to the dimension.
@@ -444,7 +461,7 @@ impl Lowerer<'_> {
             .collect();
         // A size smaller than the dimension is a multiple of the column granule
         // (operand tiles at column offsets start aligned for transfers).
-        let first = self.tile_search_in(c, (m, n, k), &|dim| {
+        let first = self.tile_search_in(c, (m, n, k), src, &|dim| {
             let top = machine::rup(dim, gran).max(1);
             let mut v: Vec<i64> = (0..13).map(|p| 1i64 << p).filter(|x| *x <= top).collect();
             v.extend(fixed.iter().copied().filter(|x| *x <= top));
@@ -469,7 +486,7 @@ impl Lowerer<'_> {
             v.retain(|x| *x >= 1 && *x <= 4096);
             v
         };
-        self.tile_search_in(c, (m, n, k), &cands)
+        self.tile_search_in(c, (m, n, k), src, &cands)
     }
 
     /// The tile sizes among `cands(dimension)` for each role that the
@@ -478,6 +495,7 @@ impl Lowerer<'_> {
         &self,
         c: &Contraction,
         (m, n, k): (i64, i64, i64),
+        src: (i64, i64),
         cands: &dyn Fn(i64) -> Vec<i64>,
     ) -> Vec<Estimate> {
         let ms = if c.has(Role::M) { cands(m) } else { vec![1] };
@@ -487,7 +505,7 @@ impl Lowerer<'_> {
         for &tm in &ms {
             for &tn in &ns {
                 for &tk in &ks {
-                    if let Ok(e) = self.tile_cost(c, (m, n, k), (tm, tn, tk)) {
+                    if let Ok(e) = self.tile_cost(c, (m, n, k), (tm, tn, tk), src) {
                         all.push(e);
                     }
                 }
@@ -500,16 +518,20 @@ impl Lowerer<'_> {
     /// `(m, n, k)`, and if so the estimated time of the product in each
     /// visiting order: per step the instruction's occupancy (from the
     /// generated timing tables), plus bringing its operands from home
-    /// (latency and bytes over the home memory's bandwidth; operands resident
-    /// at home are read by the instruction itself); each output tile goes
-    /// back home. An operand staged on chip for one tile serves the next
-    /// tiles of the same rows (`A`, rows first) or columns (`B`, columns
-    /// first) when operand reuse is on.
+    /// (the home memory's latency once per tile when runs are staged, else
+    /// once per step; the bytes, in the type each operand comes from home
+    /// in (`src`, bytes per element of `A` and `B`), over its bandwidth;
+    /// operands resident at home are read by the instruction itself); each
+    /// output tile goes back home. An operand staged on chip for one tile
+    /// serves the next tiles of the same rows (`A`, rows first) or columns
+    /// (`B`, columns first) when operand reuse is on and its run holds the
+    /// whole reduction.
     fn tile_cost(
         &self,
         c: &Contraction,
         (m, n, k): (i64, i64, i64),
         mnk: (i64, i64, i64),
+        (a_src, b_src): (i64, i64),
     ) -> Result<Estimate, String> {
         let (tm, tn, tk) = mnk;
         let name = &self.e.m.instructions[c.inst.index()].name;
@@ -550,14 +572,21 @@ impl Lowerer<'_> {
             machine::cdiv(n, tn),
             machine::cdiv(k, tk),
         );
-        let moved = |dims: &[Role], l: Loc| match l.place {
+        let moved = |dims: &[Role], l: Loc, src: i64| match l.place {
             Place::Mem(x) if x == self.info.home => 0,
-            _ => Contraction::shape(dims, mnk).iter().product::<i64>() * l.dtype.bytes() as i64,
+            _ => Contraction::shape(dims, mnk).iter().product::<i64>() * src,
         };
-        let (a_step, b_step) = (moved(&c.a_dims, locs[1]), moved(&c.b_dims, locs[2]));
+        let (a_step, b_step) = (
+            moved(&c.a_dims, locs[1], a_src),
+            moved(&c.b_dims, locs[2], b_src),
+        );
         let reuse = self.opts.operand_reuse;
         let out_bytes = tm * tn * 4;
-        let base = mt * nt * kt * (occ + home_lat) + mt * nt * (home_lat + out_bytes / home_bw);
+        // A staged run waits for the home memory's latency once, a step
+        // brought in alone once per step.
+        let waits = if self.opts.stage_runs { 1 } else { kt };
+        let base =
+            mt * nt * (kt * occ + waits * home_lat) + mt * nt * (home_lat + out_bytes / home_bw);
         // Bytes of A and B brought in over the whole product, in each order.
         let a_all = mt * nt * kt * a_step;
         let b_all = mt * nt * kt * b_step;
@@ -575,8 +604,28 @@ impl Lowerer<'_> {
         } else {
             b_all
         };
-        let rows = base + (if reuse { mt * kt * a_step } else { a_all } + b_rows) / home_bw;
-        let cols = base + (a_all + if reuse { nt * kt * b_step } else { b_all }) / home_bw;
+        // An operand's staged run serves the next tiles only if it holds
+        // the whole reduction (a quarter of the memory, as staging takes):
+        // else each tile stages its runs again.
+        let whole_run = |l: Loc, other: i64| match l.place {
+            Place::Mem(x) if x != self.info.home => {
+                other * k * 4.max(l.dtype.bytes() as i64)
+                    <= self.e.m.memories[x.index()].size.value / 4
+            }
+            _ => true,
+        };
+        let a_rows = if reuse && whole_run(locs[1], tm) {
+            mt * kt * a_step
+        } else {
+            a_all
+        };
+        let b_cols = if reuse && whole_run(locs[2], tn) {
+            nt * kt * b_step
+        } else {
+            b_all
+        };
+        let rows = base + (a_rows + b_rows) / home_bw;
+        let cols = base + (a_all + b_cols) / home_bw;
         Ok(Estimate { mnk, rows, cols })
     }
 
