@@ -300,6 +300,20 @@ fn staged_runs_come_in_bands_so_the_first_passes_start_early() {
     assert!(run.checks.iter().all(|c| c.ok));
 }
 
+/// How many times a product compiled for vliw-systolic converts a register
+/// of its f32 input to bf16 (`vst_bf16`), and the compiled product.
+fn conversions(g: &Graph) -> (usize, lower::Compiled) {
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let c = lower::compile(t, m, g).expect("compiles");
+    let n = c
+        .insts
+        .iter()
+        .filter(|i| m.instructions[i.inst.index()].name == "vst_bf16")
+        .count();
+    (n, c)
+}
+
 #[test]
 fn a_staged_run_wider_than_one_transfer_comes_in_column_chunks_and_serves_every_column() {
     // K = 4096: the input's run of the whole reduction ends in a band of
@@ -308,24 +322,13 @@ fn a_staged_run_wider_than_one_transfer_comes_in_column_chunks_and_serves_every_
     // still staged once and every column tile reads it: the input is
     // converted to bf16 once whether there are one or two column tiles
     // (unstaged, each column tile converted its own steps again).
+    let (one, _) = conversions(&compiler::bench::gemm_graph(16, 4096, 128));
+    let g = compiler::bench::gemm_graph(16, 4096, 256);
+    let (two, c) = conversions(&g);
+    assert!(one > 0);
+    assert_eq!(two, one, "the run is staged once for both column tiles");
     let t = targets::by_name("vliw-systolic").expect("target");
     let m = t.machine();
-    let conversions = |g: &Graph| {
-        let c = lower::compile(t, m, g).expect("compiles");
-        c.insts
-            .iter()
-            .filter(|i| m.instructions[i.inst.index()].name == "vst_bf16")
-            .count()
-    };
-    let one = conversions(&compiler::bench::gemm_graph(16, 4096, 128));
-    let g = compiler::bench::gemm_graph(16, 4096, 256);
-    assert!(one > 0);
-    assert_eq!(
-        conversions(&g),
-        one,
-        "the run is staged once for both column tiles"
-    );
-    let c = lower::compile(t, m, &g).expect("compiles");
     let inputs = compiler::run::random_inputs(&g, 7);
     let run = compiler::run::run_compiled(t, m, &g, c, &inputs, None).expect("runs");
     assert!(run.checks.iter().all(|c| c.ok));
@@ -338,19 +341,10 @@ fn a_run_of_a_long_reduction_is_staged_once_for_every_column_tile() {
     // Cut in two runs (an eighth of the memory each, before session 11),
     // every column tile staged and converted both again: a GEMM of
     // 1024 x 8192 x 1024 converted its input eight times and ran at 44%.
-    let t = targets::by_name("vliw-systolic").expect("target");
-    let m = t.machine();
-    let conversions = |n: usize| {
-        let g = compiler::bench::gemm_graph(256, 8192, n);
-        let c = lower::compile(t, m, &g).expect("compiles");
-        c.insts
-            .iter()
-            .filter(|i| m.instructions[i.inst.index()].name == "vst_bf16")
-            .count()
-    };
-    let one = conversions(128);
+    let at = |n: usize| conversions(&compiler::bench::gemm_graph(256, 8192, n)).0;
+    let one = at(128);
     assert!(one > 0);
-    assert_eq!(conversions(256), one, "staged once for both column tiles");
+    assert_eq!(at(256), one, "staged once for both column tiles");
 }
 
 #[test]
@@ -361,15 +355,7 @@ fn the_tile_search_keeps_a_long_reduction_in_one_run() {
     // to every reduction step, which made 256-row blocks look best (a GEMM
     // of 512 x 16384 x 512 ran at 37%); staged runs wait once per run, and
     // blocks of 128 rows are chosen: the input is converted once.
-    let t = targets::by_name("vliw-systolic").expect("target");
-    let m = t.machine();
-    let g = compiler::bench::gemm_graph(256, 16384, 256);
-    let c = lower::compile(t, m, &g).expect("compiles");
-    let conversions = c
-        .insts
-        .iter()
-        .filter(|i| m.instructions[i.inst.index()].name == "vst_bf16")
-        .count();
+    let (n, c) = conversions(&compiler::bench::gemm_graph(256, 16384, 256));
     // One conversion per 8 x 128 register of the input.
-    assert_eq!(conversions, 256 * 16384 / (8 * 128), "{:?}", c.space);
+    assert_eq!(n, 256 * 16384 / (8 * 128), "{:?}", c.space);
 }

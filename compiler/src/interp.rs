@@ -434,7 +434,7 @@ fn strides(shape: &[usize]) -> Vec<usize> {
 
 /// The strides with which an operand of shape `from` is read when broadcast
 /// to `to` (right-aligned; 0 along broadcast and missing dimensions).
-fn broadcast_strides(from: &[usize], to: &[usize]) -> Vec<usize> {
+pub(crate) fn broadcast_strides(from: &[usize], to: &[usize]) -> Vec<usize> {
     let own = strides(from);
     let lead = to.len().saturating_sub(from.len());
     (0..to.len())
@@ -447,7 +447,7 @@ fn broadcast_strides(from: &[usize], to: &[usize]) -> Vec<usize> {
 
 /// For every element of a tensor of `shape` (row-major), the offset
 /// `sum(index[i] * strides[i])` of the element it reads.
-fn offsets(shape: &[usize], strides: &[usize]) -> Vec<usize> {
+pub(crate) fn offsets(shape: &[usize], strides: &[usize]) -> Vec<usize> {
     let n: usize = shape.iter().product();
     let mut out = Vec::with_capacity(n);
     let mut index = vec![0usize; shape.len()];

@@ -9,7 +9,8 @@
 //! reports each region's efficiency; `roofline` plots it); and `bench`,
 //! the performance regression suite behind `tessera bench`; `tune`, which
 //! picks the products' mappings by measuring them on the simulator (`--tune`);
-//! `dse`, design-space exploration over hardware variants (`tessera dse`).
+//! `dse`, design-space exploration over hardware variants (`tessera dse`);
+//! `timing`, the wall time of each pass (`tessera compile --time-passes`).
 //! The `tessera` binary (`src/main.rs`, `src/cli/`) is the command-line front end.
 
 pub mod bench;

@@ -178,43 +178,57 @@ fn without_sems(mut i: MInst) -> MInst {
     i
 }
 
-#[test]
-fn every_instruction_selects_itself() {
-    let mut checked = 0;
+/// Calls `f` with every shipped target, each of its instructions with one
+/// assignment, a legal instance of it (from a generator seeded with `seed`
+/// plus the instruction's index) and the tile operation that instance
+/// performs. Returns how many it called `f` with.
+fn for_each_own_operation(
+    seed: u64,
+    mut f: impl FnMut(&targets::Target, usize, &Instruction, MInst, TileOp),
+) -> usize {
+    let mut called = 0;
     for t in targets::all() {
-        let (m, isa) = (t.machine(), t.isa());
+        let m = t.machine();
         for (i, def) in m.instructions.iter().enumerate() {
             if assignments(def) != 1 {
                 continue;
             }
-            let mut rng = Rng(0x5E1EC7 + i as u64);
-            let Some(inst) = instance(&mut rng, m, InstId::from_index(i)) else {
+            let Some(inst) = instance(&mut Rng(seed + i as u64), m, InstId::from_index(i)) else {
                 continue;
             };
             let op = tile_op(m, &inst).expect("one assignment");
-            let found = select::select(isa, m, &op);
-            let want = without_sems(inst);
-            // An immediate that only sets the stride of a dimension of extent 1
-            // is free: any instance computing the same operation will do.
-            let same = |s: &select::Selected| {
-                s.inst == want
-                    || (s.inst.inst == want.inst
-                        && tile_op(m, &s.inst).map(|o| unit_strides_cleared(&o))
-                            == Some(unit_strides_cleared(&op)))
-            };
-            assert!(
-                found.iter().any(same),
-                "{}: `{}` does not select itself for {op:?}; found {:?}",
-                t.name(),
-                def.name,
-                found
-                    .iter()
-                    .map(|s| m.instructions[s.inst.inst.index()].name.as_str())
-                    .collect::<Vec<_>>()
-            );
-            checked += 1;
+            f(t, i, def, inst, op);
+            called += 1;
         }
     }
+    called
+}
+
+#[test]
+fn every_instruction_selects_itself() {
+    let checked = for_each_own_operation(0x5E1EC7, |t, _, def, inst, op| {
+        let (m, isa) = (t.machine(), t.isa());
+        let found = select::select(isa, m, &op);
+        let want = without_sems(inst);
+        // An immediate that only sets the stride of a dimension of extent 1
+        // is free: any instance computing the same operation will do.
+        let same = |s: &select::Selected| {
+            s.inst == want
+                || (s.inst.inst == want.inst
+                    && tile_op(m, &s.inst).map(|o| unit_strides_cleared(&o))
+                        == Some(unit_strides_cleared(&op)))
+        };
+        assert!(
+            found.iter().any(same),
+            "{}: `{}` does not select itself for {op:?}; found {:?}",
+            t.name(),
+            def.name,
+            found
+                .iter()
+                .map(|s| m.instructions[s.inst.inst.index()].name.as_str())
+                .collect::<Vec<_>>()
+        );
+    });
     assert!(checked > 150, "only {checked} instructions checked");
 }
 
@@ -268,36 +282,27 @@ fn changed_operations_do_not_select_the_instruction() {
 #[test]
 fn matching_one_instruction_agrees_with_matching_all() {
     let mut checked = 0;
-    for t in targets::all() {
+    for_each_own_operation(0xA11, |t, i, def, _, op| {
         let (m, isa) = (t.machine(), t.isa());
-        for (i, def) in m.instructions.iter().enumerate() {
-            if assignments(def) != 1 {
-                continue;
-            }
-            let Some(inst) = instance(&mut Rng(0xA11 + i as u64), m, InstId::from_index(i)) else {
-                continue;
-            };
-            let op = tile_op(m, &inst).expect("one assignment");
-            let all = isa.match_op(m, &op);
-            assert!(all.iter().any(|(id, _)| id.index() == i));
-            for j in 0..m.instructions.len() {
-                let id = InstId::from_index(j);
-                let one = isa.match_inst(m, id, &op).map(|b| format!("{b:?}"));
-                let want = all
-                    .iter()
-                    .find(|(k, _)| *k == id)
-                    .map(|(_, b)| format!("{b:?}"));
-                assert_eq!(
-                    one,
-                    want,
-                    "{}: `{}` on `{}`'s operation",
-                    t.name(),
-                    m.instructions[j].name,
-                    def.name
-                );
-                checked += 1;
-            }
+        let all = isa.match_op(m, &op);
+        assert!(all.iter().any(|(id, _)| id.index() == i));
+        for j in 0..m.instructions.len() {
+            let id = InstId::from_index(j);
+            let one = isa.match_inst(m, id, &op).map(|b| format!("{b:?}"));
+            let want = all
+                .iter()
+                .find(|(k, _)| *k == id)
+                .map(|(_, b)| format!("{b:?}"));
+            assert_eq!(
+                one,
+                want,
+                "{}: `{}` on `{}`'s operation",
+                t.name(),
+                m.instructions[j].name,
+                def.name
+            );
+            checked += 1;
         }
-    }
+    });
     assert!(checked > 1000, "only {checked} pairs checked");
 }

@@ -232,49 +232,7 @@ fn view(shape: &[usize]) -> (i64, i64) {
 /// For every element of a tensor of shape `to` (row-major), the flat index of
 /// the element of a tensor of shape `from` that numpy broadcasting reads.
 pub fn broadcast_offsets(from: &[usize], to: &[usize]) -> Vec<usize> {
-    let lead = to.len().saturating_sub(from.len());
-    let mut strides = vec![0usize; to.len()];
-    let mut stride = 1usize;
-    for (j, d) in from.iter().enumerate().rev() {
-        if *d != 1
-            && let Some(s) = strides.get_mut(lead + j)
-        {
-            *s = stride;
-        }
-        stride *= d;
-    }
-    let n: usize = to.iter().product();
-    let mut out = Vec::with_capacity(n);
-    if n == 0 {
-        return out;
-    }
-    // An odometer over `to`'s index, the offset kept alongside: the last
-    // dimension runs as a plain loop.
-    let last = to.len().saturating_sub(1);
-    let (width, step) = match to.last() {
-        Some(&w) => (w, strides[last]),
-        None => (1, 0),
-    };
-    let mut index = vec![0usize; to.len()];
-    let mut base = 0usize;
-    loop {
-        out.extend((0..width).map(|j| base + j * step));
-        // Next row: carry through the leading dimensions.
-        let mut d = last;
-        loop {
-            if d == 0 {
-                return out;
-            }
-            d -= 1;
-            index[d] += 1;
-            base += strides[d];
-            if index[d] < to[d] {
-                break;
-            }
-            base -= index[d] * strides[d];
-            index[d] = 0;
-        }
-    }
+    crate::interp::offsets(to, &crate::interp::broadcast_strides(from, to))
 }
 
 /// Bytes of `data` in element type `dt`.
