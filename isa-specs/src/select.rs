@@ -177,8 +177,15 @@ pub fn same_constant(op: f64, pattern: f64) -> bool {
 /// Derives the operand values of a matched instruction and checks them against the machine in force.
 /// Semaphore operands are set to 0: the caller allocates them.
 pub fn finish(m: &Machine, inst: InstId, b: &Binder, op: &TileOp) -> Result<MInst, String> {
+    let imms = solve(m, inst, b, op)?;
+    assemble(m, inst, b, op, &imms)
+}
+
+/// The immediates of a matched instruction (`None` for other operands),
+/// after checking every operand's place, shape and strides: everything
+/// [`finish`] derives that depends only on what [`FinishCache`] keys on.
+fn solve(m: &Machine, inst: InstId, b: &Binder, op: &TileOp) -> Result<Vec<Option<i64>>, String> {
     let def = &m.instructions[inst.index()];
-    let mut values: Vec<Option<OpValue>> = vec![None; def.operands.len()];
     let mut imms: Vec<Option<i64>> = vec![None; def.operands.len()];
     let params: Vec<i64> = m.params.iter().map(|p| p.value).collect();
     // Immediates follow from the tensors' dimensions and strides: solve every
@@ -239,9 +246,9 @@ pub fn finish(m: &Machine, inst: InstId, b: &Binder, op: &TileOp) -> Result<MIns
     let eval_i = |e: &Expr| eval::eval_int(e, &env).map_err(|err| err.to_string());
     for (oi, o) in def.operands.iter().enumerate() {
         let tensor = b.operand[oi].and_then(|t| op.tensors.get(t));
-        let v = match (&o.kind, tensor) {
+        match (&o.kind, tensor) {
             (OperandKind::Reg { file, shape }, Some(t)) => {
-                let TilePlace::Reg { file: tf, reg } = &t.place else {
+                let TilePlace::Reg { file: tf, .. } = &t.place else {
                     return Err(format!(
                         "`{}` must be in register file `{}`",
                         o.name,
@@ -256,7 +263,6 @@ pub fn finish(m: &Machine, inst: InstId, b: &Binder, op: &TileOp) -> Result<MIns
                     ));
                 }
                 check_shape(&o.name, shape, &t.shape, &eval_i)?;
-                OpValue::Reg(*reg)
             }
             (
                 OperandKind::Mem {
@@ -269,9 +275,7 @@ pub fn finish(m: &Machine, inst: InstId, b: &Binder, op: &TileOp) -> Result<MIns
                 Some(t),
             ) => {
                 let TilePlace::Mem {
-                    mem: tm,
-                    addr,
-                    strides,
+                    mem: tm, strides, ..
                 } = &t.place
                 else {
                     return Err(format!(
@@ -305,42 +309,133 @@ pub fn finish(m: &Machine, inst: InstId, b: &Binder, op: &TileOp) -> Result<MIns
                         o.name
                     ));
                 }
-                OpValue::Addr(*addr)
             }
-            (OperandKind::Imm { .. }, Some(t)) => match t.place {
-                TilePlace::Imm(v) => OpValue::Imm(v),
-                _ => return Err(format!("`{}` must be an integer constant", o.name)),
-            },
-            (OperandKind::ImmReal { .. }, Some(t)) => match t.place {
-                TilePlace::Real(x) => OpValue::Real(x),
-                _ => return Err(format!("`{}` must be a real constant", o.name)),
-            },
-            (OperandKind::Imm { .. }, None) => match imms[oi] {
-                Some(v) => OpValue::Imm(v),
-                None => {
-                    return Err(format!(
-                        "nothing in the operation determines immediate `{}`",
-                        o.name
-                    ));
-                }
-            },
-            (OperandKind::Sem { .. }, _) => OpValue::Sem(0),
-            (_, None) => return Err(format!("operand `{}` is not bound", o.name)),
-        };
-        values[oi] = Some(v);
+            (OperandKind::Imm { .. }, Some(t)) if !matches!(t.place, TilePlace::Imm(_)) => {
+                return Err(format!("`{}` must be an integer constant", o.name));
+            }
+            (OperandKind::ImmReal { .. }, Some(t)) if !matches!(t.place, TilePlace::Real(_)) => {
+                return Err(format!("`{}` must be a real constant", o.name));
+            }
+            (OperandKind::Imm { .. }, None) if imms[oi].is_none() => {
+                return Err(format!(
+                    "nothing in the operation determines immediate `{}`",
+                    o.name
+                ));
+            }
+            (
+                OperandKind::Reg { .. } | OperandKind::Mem { .. } | OperandKind::ImmReal { .. },
+                None,
+            ) => {
+                return Err(format!("operand `{}` is not bound", o.name));
+            }
+            _ => {}
+        }
     }
-    let minst = MInst {
-        inst,
-        operands: values
-            .into_iter()
-            .map(|v| v.unwrap_or(OpValue::Imm(0)))
-            .collect(),
-    };
+    Ok(imms)
+}
+
+/// The instruction instance from solved immediates and the tensors' registers,
+/// addresses and constants, checked against the encoding's fields and the
+/// instruction's constraints (which may read registers and addresses).
+fn assemble(
+    m: &Machine,
+    inst: InstId,
+    b: &Binder,
+    op: &TileOp,
+    imms: &[Option<i64>],
+) -> Result<MInst, String> {
+    let def = &m.instructions[inst.index()];
+    let operands = (0..def.operands.len())
+        .map(|oi| {
+            let tensor = b.operand[oi].and_then(|t| op.tensors.get(t));
+            match (&def.operands[oi].kind, tensor) {
+                (OperandKind::Sem { .. }, _) => OpValue::Sem(0),
+                (_, Some(t)) => match t.place {
+                    TilePlace::Reg { reg, .. } => OpValue::Reg(reg),
+                    TilePlace::Mem { addr, .. } => OpValue::Addr(addr),
+                    TilePlace::Imm(v) => OpValue::Imm(v),
+                    TilePlace::Real(x) => OpValue::Real(x),
+                },
+                (_, None) => OpValue::Imm(imms[oi].unwrap_or(0)),
+            }
+        })
+        .collect();
+    let minst = MInst { inst, operands };
     for i in 0..def.operands.len() {
         target::operand_to_field(m, def, i, minst.operands[i]).map_err(|e| e.to_string())?;
     }
     target::check_constraints(m, &minst).map_err(|e| e.to_string())?;
     Ok(minst)
+}
+
+/// [`finish`] with memory: what it derives from an operation's shapes,
+/// strides, element types and places (the immediates, and whether they fit)
+/// is kept per instruction and kept for the next operation that has the same,
+/// so that only registers, addresses and constants are checked again.
+/// Lowering selects the same few instructions on the same tile shapes
+/// hundreds of thousands of times. One cache serves one machine.
+#[derive(Debug, Default)]
+pub struct FinishCache {
+    solved: rustc_hash::FxHashMap<Vec<i64>, Result<Vec<Option<i64>>, String>>,
+    key: Vec<i64>,
+}
+
+impl FinishCache {
+    /// The same as [`finish`]`(m, inst, b, op)`.
+    pub fn finish(
+        &mut self,
+        m: &Machine,
+        inst: InstId,
+        b: &Binder,
+        op: &TileOp,
+    ) -> Result<MInst, String> {
+        self.key_of(inst, b, op);
+        let imms = match self.solved.get(self.key.as_slice()) {
+            Some(solved) => solved.as_ref().map_err(Clone::clone)?,
+            None => {
+                let solved = solve(m, inst, b, op);
+                self.solved
+                    .entry(self.key.clone())
+                    .or_insert(solved)
+                    .as_ref()
+                    .map_err(Clone::clone)?
+            }
+        };
+        assemble(m, inst, b, op, imms)
+    }
+
+    /// Everything [`solve`] reads, as numbers: the instruction, the offset
+    /// equations, and per operand whether it is bound and to a tensor of
+    /// what type, place, shape and strides (registers, addresses and constant
+    /// values left out).
+    fn key_of(&mut self, inst: InstId, b: &Binder, op: &TileOp) {
+        let k = &mut self.key;
+        k.clear();
+        k.push(inst.index() as i64);
+        for (terms, value) in &b.offsets {
+            k.push(terms.len() as i64);
+            k.extend(terms.iter().flat_map(|&(i, c)| [i as i64, c]));
+            k.push(*value);
+        }
+        for t in &b.operand {
+            let Some(t) = t.and_then(|t| op.tensors.get(t)) else {
+                k.push(-1);
+                continue;
+            };
+            k.push(t.dtype as i64);
+            k.push(t.shape.len() as i64);
+            k.extend_from_slice(&t.shape);
+            match &t.place {
+                TilePlace::Reg { file, .. } => k.extend([0, file.index() as i64]),
+                TilePlace::Mem { mem, strides, .. } => {
+                    k.extend([1, mem.index() as i64, strides.len() as i64]);
+                    k.extend_from_slice(strides);
+                }
+                TilePlace::Imm(_) => k.push(2),
+                TilePlace::Real(_) => k.push(3),
+            }
+        }
+    }
 }
 
 /// The smallest value of a free immediate in `lo..=hi` (at most 65536 tried)

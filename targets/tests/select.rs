@@ -306,3 +306,51 @@ fn matching_one_instruction_agrees_with_matching_all() {
     });
     assert!(checked > 1000, "only {checked} pairs checked");
 }
+
+/// Finishing through a [`select::FinishCache`] gives what [`select::finish`]
+/// gives, on every instruction's own operation and on variants of it that
+/// the cache keys alike (other registers and addresses, which may not fit)
+/// or apart (another register file), with one cache per target serving all.
+#[test]
+fn finishing_through_the_cache_agrees_with_finishing_afresh() {
+    let mut caches: std::collections::HashMap<String, select::FinishCache> = Default::default();
+    let mut checked = 0;
+    for seed in [0xF1, 0xF2] {
+        for_each_own_operation(seed, |t, _, _, _, op| {
+            let (m, isa) = (t.machine(), t.isa());
+            let cache = caches.entry(t.name().to_owned()).or_default();
+            let moved = |dreg: u32, daddr: u64, dfile: u32| {
+                let mut o = op.clone();
+                for tensor in &mut o.tensors {
+                    match &mut tensor.place {
+                        TilePlace::Reg { file, reg } => {
+                            *reg += dreg;
+                            file.0 += dfile;
+                        }
+                        TilePlace::Mem { addr, .. } => *addr += daddr,
+                        _ => {}
+                    }
+                }
+                o
+            };
+            for variant in [
+                op.clone(),
+                moved(1, 64, 0),
+                moved(1000, 3, 0),
+                moved(0, 0, 1),
+            ] {
+                for (id, b) in isa.match_op(m, &variant) {
+                    assert_eq!(
+                        cache.finish(m, id, &b, &variant),
+                        select::finish(m, id, &b, &variant),
+                        "{}: `{}` on {variant:?}",
+                        t.name(),
+                        m.instructions[id.index()].name
+                    );
+                    checked += 1;
+                }
+            }
+        });
+    }
+    assert!(checked > 1000, "only {checked} finishes checked");
+}

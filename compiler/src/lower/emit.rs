@@ -243,6 +243,8 @@ pub struct Emitter<'a> {
     /// Instruction forms of element-wise operations, found once.
     pub ew_cache:
         std::cell::RefCell<std::collections::HashMap<super::ops::Ew, Vec<super::ops::EwForm>>>,
+    /// Operand derivations of selected instructions, per tile shape.
+    finish_cache: std::cell::RefCell<select::FinishCache>,
 }
 
 use super::machine::rup as round_up;
@@ -268,6 +270,7 @@ impl<'a> Emitter<'a> {
                 .collect(),
             generation: 0,
             ew_cache: Default::default(),
+            finish_cache: Default::default(),
         }
     }
 
@@ -458,7 +461,7 @@ impl<'a> Emitter<'a> {
             None => self.isa.match_op(self.m, op),
         };
         for (id, b) in matches {
-            match select::finish(self.m, id, &b, op) {
+            match self.finish_cache.borrow_mut().finish(self.m, id, &b, op) {
                 Ok(mi) => {
                     let cost = self.isa.occupancy(self.m, &mi);
                     if best.as_ref().is_none_or(|(c, _, _)| cost < *c) {
