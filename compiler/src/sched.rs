@@ -149,9 +149,8 @@ impl Deps {
         }
     }
 
-    /// The edges grouped by `from` (a counting sort): the edges from `i`
-    /// are `edges[order[start[i]..start[i + 1]]]`.
-    fn successors(&self) -> (Vec<u32>, Vec<u32>) {
+    /// The edges grouped by `from` (a counting sort).
+    fn successors(&self) -> Successors {
         let n = self.infos.len();
         let mut start = vec![0u32; n + 1];
         for e in &self.edges {
@@ -161,12 +160,73 @@ impl Deps {
             start[i + 1] += start[i];
         }
         let mut next = start.clone();
-        let mut order = vec![0u32; self.edges.len()];
-        for (k, e) in self.edges.iter().enumerate() {
-            order[next[e.from()] as usize] = k as u32;
+        let mut succ = vec![(0, 0); self.edges.len()];
+        for e in &self.edges {
+            succ[next[e.from()] as usize] = (e.to, e.delay);
             next[e.from()] += 1;
         }
-        (start, order)
+        Successors { start, succ }
+    }
+}
+
+/// The instructions as list scheduling sees them: in program order, or
+/// backwards (index `i` standing for instruction `n - 1 - i`).
+#[derive(Clone, Copy)]
+struct View<'a> {
+    infos: &'a [Info],
+    reversed: bool,
+}
+
+impl View<'_> {
+    fn len(&self) -> usize {
+        self.infos.len()
+    }
+
+    fn get(&self, i: usize) -> &Info {
+        if self.reversed {
+            &self.infos[self.infos.len() - 1 - i]
+        } else {
+            &self.infos[i]
+        }
+    }
+}
+
+/// What list scheduling reads of the edges, laid out by `from`: the
+/// `(to, delay)` of the edges from `i` are `succ[start[i]..start[i + 1]]`,
+/// next to each other.
+struct Successors {
+    start: Vec<u32>,
+    succ: Vec<(u32, u32)>,
+}
+
+impl Successors {
+    /// The successors of the program run backwards (instruction `i` standing
+    /// for `n - 1 - i`, every edge turned round): from the edges in
+    /// [`edges`]' order (by `to`), read from the end.
+    fn reversed(deps: &Deps) -> Successors {
+        let n = deps.infos.len();
+        let mut start = vec![0u32; n + 1];
+        for e in &deps.edges {
+            start[n - e.to()] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        debug_assert!(deps.edges.is_sorted_by_key(|e| e.to));
+        let succ = deps
+            .edges
+            .iter()
+            .rev()
+            .map(|e| ((n - 1 - e.from()) as u32, e.delay))
+            .collect();
+        Successors { start, succ }
+    }
+
+    /// `(to, delay)` of each edge from `i`.
+    fn of(&self, i: usize) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.succ[self.start[i] as usize..self.start[i + 1] as usize]
+            .iter()
+            .map(|&(to, delay)| (to as usize, u64::from(delay)))
     }
 }
 
@@ -658,13 +718,12 @@ const MANY_READERS: usize = 64;
 /// Longest latency-weighted path from each instruction to the end (edges only point forward in program order).
 /// Visited by decreasing `from`: every edge points forward, so each
 /// successor is final when read.
-fn priorities(deps: &Deps, (start, order): (&[u32], &[u32])) -> Vec<u64> {
-    let n = deps.infos.len();
-    let mut prio: Vec<u64> = deps.infos.iter().map(|i| i.latency).collect();
+fn priorities(v: View<'_>, succ: &Successors) -> Vec<u64> {
+    let n = v.len();
+    let mut prio: Vec<u64> = (0..n).map(|i| v.get(i).latency).collect();
     for from in (0..n).rev() {
-        for &k in &order[start[from] as usize..start[from + 1] as usize] {
-            let e = &deps.edges[k as usize];
-            prio[from] = prio[from].max(e.delay() + prio[e.to()]);
+        for (to, delay) in succ.of(from) {
+            prio[from] = prio[from].max(delay + prio[to]);
         }
     }
     prio
@@ -713,38 +772,13 @@ pub fn schedule_checked(
 /// stores, say) ahead of work the critical path alone ranks equal.
 fn reverse_priorities(m: &Machine, deps: &Deps) -> Vec<u64> {
     let n = deps.infos.len();
-    let rev = Deps {
-        rules: Rules {
-            reverse_priorities: false,
-            ..deps.rules
-        },
-        // What list scheduling reads of each (not the accesses).
-        infos: deps
-            .infos
-            .iter()
-            .rev()
-            .map(|i| Info {
-                reads: (0, 0),
-                writes: (0, 0),
-                signals: Vec::new(),
-                waits: Vec::new(),
-                bookings: i.bookings.clone(),
-                ..*i
-            })
-            .collect(),
-        edges: deps
-            .edges
-            .iter()
-            .map(|e| Edge {
-                from: (n - 1 - e.to()) as u32,
-                to: (n - 1 - e.from()) as u32,
-                ..*e
-            })
-            .collect(),
+    let rev = View {
+        infos: &deps.infos,
+        reversed: true,
     };
-    let (start, order) = rev.successors();
-    let prio = priorities(&rev, (&start, &order));
-    let (_, issue) = list(m, None, &rev, (&start, &order), &prio);
+    let succ = Successors::reversed(deps);
+    let prio = priorities(rev, &succ);
+    let (_, issue) = list(m, None, rev, &succ, &prio);
     (0..n)
         .map(|i| issue[n - 1 - i] + deps.infos[i].latency)
         .collect()
@@ -756,8 +790,12 @@ fn scheduled(
     deps: &Deps,
     times: &mut PassTimes,
 ) -> (Vec<Bundle>, Vec<usize>) {
-    let (start, order) = deps.successors();
-    let mut prio = times.time("priorities", || priorities(deps, (&start, &order)));
+    let succ = deps.successors();
+    let forward = View {
+        infos: &deps.infos,
+        reversed: false,
+    };
+    let mut prio = times.time("priorities", || priorities(forward, &succ));
     if deps.rules.reverse_priorities {
         // Both estimate the time from an instruction to the end, the first
         // by latencies alone, the second with the units and bandwidth
@@ -768,9 +806,7 @@ fn scheduled(
             *p += q;
         }
     }
-    let (bundles, issue) = times.time("schedule", || {
-        list(m, Some(insts), deps, (&start, &order), &prio)
-    });
+    let (bundles, issue) = times.time("schedule", || list(m, Some(insts), forward, &succ, &prio));
     let (bundles, kept) = drop_needless_padding(m, bundles);
     let placed = issue.iter().map(|&c| kept[c as usize]).collect();
     (bundles, placed)
@@ -781,11 +817,10 @@ fn scheduled(
 fn list(
     m: &Machine,
     insts: Option<&[MInst]>,
-    deps: &Deps,
-    (start, order): (&[u32], &[u32]),
+    infos: View<'_>,
+    succ: &Successors,
     prio: &[u64],
 ) -> (Vec<Bundle>, Vec<u64>) {
-    let (infos, edges) = (&deps.infos, &deps.edges);
     let n = infos.len();
     let mut issue: Vec<Option<u64>> = vec![None; n];
     let mut unit_free: Vec<Vec<u64>> = m
@@ -798,8 +833,8 @@ fn list(
     let mut booked = vec![0u64; m.memories.len()];
     let mut remaining = vec![0u32; n];
     let mut earliest = vec![0u64; n];
-    for e in edges {
-        remaining[e.to()] += 1;
+    for &(to, _) in &succ.succ {
+        remaining[to as usize] += 1;
     }
     // Instructions whose predecessors have all issued, by the cycle they may issue.
     let mut timed: BinaryHeap<Reverse<(u64, usize)>> = (0..n)
@@ -825,7 +860,7 @@ fn list(
                 break;
             }
             timed.pop();
-            ready[infos[i].unit].push((prio[i], Reverse(i)));
+            ready[infos.get(i).unit].push((prio[i], Reverse(i)));
         }
         used_slots.clear();
         let mut bundle = Bundle::default();
@@ -839,11 +874,11 @@ fn list(
         }
         // In priority order across the units, as if one list.
         while let Some((pr, Reverse(i))) = heads.pop() {
-            let u = infos[i].unit;
+            let u = infos.get(i).unit;
             ready[u].pop();
             // Same-cycle edges (delay 0) never occur: every edge delays at least one cycle.
             let copy = free_copy(&unit_free, u, cycle);
-            let slot = slots(m, &infos[i])
+            let slot = slots(m, infos.get(i))
                 .iter()
                 .copied()
                 .find(|s| !used_slots.contains(s));
@@ -851,23 +886,22 @@ fn list(
                 used_slots.push(slot);
                 // A transfer starts when every memory it touches has bandwidth
                 // for it; its copy is busy, and what follows it waits, from then.
-                let begins = infos[i]
+                let begins = infos
+                    .get(i)
                     .bookings
                     .iter()
                     .fold(cycle, |s, &(mem, _)| s.max(booked[mem]));
-                for &(mem, cycles) in &infos[i].bookings {
+                for &(mem, cycles) in &infos.get(i).bookings {
                     booked[mem] = begins + cycles;
                 }
-                unit_free[u][copy] = begins + infos[i].busy;
+                unit_free[u][copy] = begins + infos.get(i).busy;
                 issue[i] = Some(cycle);
                 if let Some(insts) = insts {
                     bundle.ops.push((slot, insts[i].clone()));
                 }
                 left -= 1;
-                for &k in &order[start[i] as usize..start[i + 1] as usize] {
-                    let e = &edges[k as usize];
-                    let to = e.to();
-                    earliest[to] = earliest[to].max(begins + e.delay());
+                for (to, delay) in succ.of(i) {
+                    earliest[to] = earliest[to].max(begins + delay);
                     remaining[to] -= 1;
                     if remaining[to] == 0 {
                         timed.push(Reverse((earliest[to], to)));
@@ -883,7 +917,7 @@ fn list(
             }
         }
         for b in blocked.drain(..) {
-            ready[infos[b.1.0].unit].push(b);
+            ready[infos.get(b.1.0).unit].push(b);
         }
         bundle.ops.sort_by_key(|(s, _)| *s);
         bundles.push(bundle);
