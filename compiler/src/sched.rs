@@ -761,7 +761,9 @@ pub fn schedule_checked(
 ) -> Result<(Vec<Bundle>, Vec<usize>), Vec<String>> {
     let deps = Deps::timed(t, m, insts, rules, times);
     let (bundles, placed) = scheduled(m, insts, &deps, times);
-    times.time("check schedule", || check_deps(m, insts, &bundles, &deps))?;
+    times.time("check schedule", || {
+        check_deps(m, insts, &bundles, &deps, Some(&placed))
+    })?;
     Ok((bundles, placed))
 }
 
@@ -1007,19 +1009,74 @@ pub fn check_with(
         program_order,
         bundles,
         &Deps::new(t, m, program_order, rules),
+        None,
     )
 }
 
+/// Checks the bundles against the dependencies. With `claimed` (the bundle
+/// the scheduler put each instruction in), the claim is checked first: every
+/// instruction is in its bundle, each bundle operation stands for one
+/// instruction, and under that placement every rule holds. Otherwise, or if
+/// that fails, each bundle operation is matched to the first instruction not
+/// yet matched with the same bits, and the rules checked under that placement
+/// (identical instructions are interchangeable, so either placement passing
+/// shows the schedule keeps the program's meaning).
 fn check_deps(
     m: &Machine,
     program_order: &[MInst],
     bundles: &[Bundle],
     deps: &Deps,
+    claimed: Option<&[usize]>,
 ) -> Result<(), Vec<String>> {
-    let (infos, edges) = (&deps.infos, &deps.edges);
+    if let Some(placed) = claimed.and_then(|c| claimed_placement(program_order, bundles, c))
+        && check_placed(m, program_order, bundles, deps, placed, Vec::new()).is_ok()
+    {
+        return Ok(());
+    }
+    let (placed, errors) = found_placement(m, program_order, bundles);
+    check_placed(m, program_order, bundles, deps, placed, errors)
+}
+
+/// Where each instruction went, bundle and slot, if `claimed` says so
+/// truly: every instruction's bundle has an operation with its bits, taken
+/// once, and the bundles hold nothing else.
+fn claimed_placement(
+    program_order: &[MInst],
+    bundles: &[Bundle],
+    claimed: &[usize],
+) -> Option<Vec<Option<(u64, SlotId)>>> {
+    // Operation `j` of bundle `k` is `first[k] + j` of them all.
+    let mut first = Vec::with_capacity(bundles.len());
+    let mut ops = 0;
+    for b in bundles {
+        first.push(ops);
+        ops += b.ops.len();
+    }
+    if claimed.len() != program_order.len() || ops != program_order.len() {
+        return None;
+    }
+    let mut taken = vec![false; ops];
+    let mut placed = Vec::with_capacity(program_order.len());
+    for (inst, &k) in program_order.iter().zip(claimed) {
+        let b = bundles.get(k)?;
+        let used = &mut taken[first[k]..first[k] + b.ops.len()];
+        let j = (0..b.ops.len()).find(|&j| !used[j] && same_inst(&b.ops[j].1, inst))?;
+        used[j] = true;
+        placed.push(Some((k as u64, b.ops[j].0)));
+    }
+    Some(placed)
+}
+
+/// Where each instruction went, bundle and slot, matching each bundle
+/// operation to the first instruction not yet matched with the same bits;
+/// and the operations no instruction has.
+fn found_placement(
+    m: &Machine,
+    program_order: &[MInst],
+    bundles: &[Bundle],
+) -> (Vec<Option<(u64, SlotId)>>, Vec<String>) {
     let mut errors = Vec::new();
-    // Where each instruction went: match instances in order of appearance.
-    let mut placed: Vec<Option<u64>> = vec![None; program_order.len()];
+    let mut placed = vec![None; program_order.len()];
     // By hash; among equal hashes, the first instance with the same bits.
     let mut by_hash: rustc_hash::FxHashMap<u64, std::collections::VecDeque<usize>> =
         Default::default();
@@ -1033,28 +1090,50 @@ fn check_deps(
                 q.remove(at)
             });
             match found {
-                Some(i) => {
-                    placed[i] = Some(cycle as u64);
-                    if !slots(m, &infos[i]).contains(slot) {
-                        errors.push(format!(
-                            "bundle {cycle}: `{}` cannot issue from slot `{}`",
-                            m.instructions[inst.inst.index()].name,
-                            m.slots[slot.index()].name
-                        ));
-                    }
-                }
+                Some(i) => placed[i] = Some((cycle as u64, *slot)),
                 None => errors.push(format!(
                     "bundle {cycle}: `{}` is not in the program",
                     m.instructions[inst.inst.index()].name
                 )),
             }
         }
-        let mut slots: Vec<SlotId> = b.ops.iter().map(|(s, _)| *s).collect();
-        slots.sort();
-        if slots.windows(2).any(|w| w[0] == w[1]) {
+    }
+    (placed, errors)
+}
+
+/// Checks the rules under a placement of the instructions (bundle and
+/// slot), adding to `errors`.
+fn check_placed(
+    m: &Machine,
+    program_order: &[MInst],
+    bundles: &[Bundle],
+    deps: &Deps,
+    placement: Vec<Option<(u64, SlotId)>>,
+    mut errors: Vec<String>,
+) -> Result<(), Vec<String>> {
+    let (infos, edges) = (&deps.infos, &deps.edges);
+    for (i, p) in placement.iter().enumerate() {
+        if let Some((cycle, slot)) = p
+            && !slots(m, &infos[i]).contains(slot)
+        {
+            errors.push(format!(
+                "bundle {cycle}: `{}` cannot issue from slot `{}`",
+                m.instructions[program_order[i].inst.index()].name,
+                m.slots[slot.index()].name
+            ));
+        }
+    }
+    for (cycle, b) in bundles.iter().enumerate() {
+        let twice = b
+            .ops
+            .iter()
+            .enumerate()
+            .any(|(j, (s, _))| b.ops[..j].iter().any(|(t, _)| t == s));
+        if twice {
             errors.push(format!("bundle {cycle}: a slot is used twice"));
         }
     }
+    let placed: Vec<Option<u64>> = placement.iter().map(|p| p.map(|(k, _)| k)).collect();
     for (i, p) in placed.iter().enumerate() {
         if p.is_none() {
             errors.push(format!(
@@ -1148,6 +1227,49 @@ mod tests {
                 width,
             }
         }
+    }
+
+    /// The checker takes the scheduler's word for where each instruction
+    /// went only as far as it holds: a true claim passes, a false claim of a
+    /// good schedule falls back to matching by bits and passes, and a bad
+    /// schedule fails under its own true claim.
+    #[test]
+    fn a_claimed_placement_is_checked_not_trusted() {
+        let t = targets::by_name("vliw-systolic").expect("target");
+        let m = t.machine();
+        let text = "vexp vreg1, vreg0\nvadd vreg2, vreg1, vreg1\nvexp vreg1, vreg0\nhalt\n";
+        let p = isa_specs::assembly::assemble(t.isa(), m, "t.s", text).expect("assembles");
+        let insts =
+            flatten(&isa_specs::target::decode_program(t.isa(), m, &p.code).expect("decodes"));
+        let rules = Rules::default();
+        let deps = Deps::new(t, m, &insts, rules);
+        let (good, placed) = schedule_placed(t, m, &insts, rules);
+        assert!(claimed_placement(&insts, &good, &placed).is_some());
+        check_deps(m, &insts, &good, &deps, Some(&placed)).expect("true claim");
+        // Both `vexp`s claimed in each other's bundle, and everything in bundle 0.
+        let mut swapped = placed.clone();
+        swapped.swap(0, 2);
+        let all_first = vec![0; insts.len()];
+        for claim in [&swapped, &all_first] {
+            check_deps(m, &insts, &good, &deps, Some(claim)).expect("false claim, good schedule");
+        }
+        assert!(claimed_placement(&insts, &good, &all_first).is_none());
+        // Back to back: the `vadd` issues before the first `vexp`'s result.
+        let bad: Vec<Bundle> = insts
+            .iter()
+            .map(|i| Bundle {
+                ops: vec![(m.instructions[i.inst.index()].timing.slots[0], i.clone())],
+            })
+            .collect();
+        let in_order: Vec<usize> = (0..insts.len()).collect();
+        assert!(claimed_placement(&insts, &bad, &in_order).is_some());
+        let errors = check_deps(m, &insts, &bad, &deps, Some(&in_order)).expect_err("too early");
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("depends on instruction 0")),
+            "{errors:?}"
+        );
     }
 
     proptest! {
