@@ -122,17 +122,29 @@ pub fn in_place(m: &Machine, inst: InstId, src: usize, dst: usize) -> bool {
         })
 }
 
-/// Last instruction index at which each virtual register is used.
-fn last_uses(code: &[VInst]) -> rustc_hash::FxHashMap<(RegFileId, u32), usize> {
-    let mut last = rustc_hash::FxHashMap::default();
+/// Per register file and virtual register, the last instruction index at
+/// which it is used (virtual registers are numbered densely per file).
+fn last_uses(m: &Machine, code: &[VInst]) -> Vec<Vec<usize>> {
+    let mut last: Vec<Vec<usize>> = vec![Vec::new(); m.regfiles.len()];
     for (i, vi) in code.iter().enumerate() {
         for op in &vi.operands {
-            if let VOperand::Virtual(f, v) = op {
-                last.insert((*f, *v), i);
+            if let VOperand::Virtual(f, v) = *op {
+                let l = &mut last[f.index()];
+                if l.len() <= v as usize {
+                    l.resize(v as usize + 1, usize::MAX);
+                }
+                l[v as usize] = i;
             }
         }
     }
     last
+}
+
+/// [`roles`] of every instruction of the machine, by instruction index.
+fn all_roles(m: &Machine) -> Vec<(Vec<bool>, Vec<bool>)> {
+    (0..m.instructions.len())
+        .map(|i| roles(m, InstId::from_index(i)))
+        .collect()
 }
 
 /// Marks a physical register named directly by the code.
@@ -141,7 +153,8 @@ const RESERVED: u32 = u32::MAX;
 /// Allocates physical registers. Physical registers the code names directly
 /// (fixed operands) are never given to a virtual register.
 pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegisters> {
-    let last = last_uses(code);
+    let last = last_uses(m, code);
+    let roles = all_roles(m);
     // Per file: which virtual register each physical register holds.
     let mut holds: Vec<Vec<Option<u32>>> = m
         .regfiles
@@ -161,10 +174,11 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
     }
     // Per file and register: after which instruction it was last freed.
     let mut freed: Vec<Vec<usize>> = holds.iter().map(|h| vec![0; h.len()]).collect();
-    let mut assigned: rustc_hash::FxHashMap<(RegFileId, u32), u32> = Default::default();
+    // Per file and virtual register: its physical register (`u32::MAX`: none yet).
+    let mut assigned: Vec<Vec<u32>> = last.iter().map(|l| vec![u32::MAX; l.len()]).collect();
     let mut out = Vec::with_capacity(code.len());
     for (i, vi) in code.iter().enumerate() {
-        let (reads, writes) = roles(m, vi.inst);
+        let (reads, writes) = &roles[vi.inst.index()];
         // Sources whose value dies here: their registers may take a result.
         let mut donors: Vec<(usize, RegFileId, u32)> = vi
             .operands
@@ -172,9 +186,12 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
             .enumerate()
             .filter_map(|(k, op)| match *op {
                 VOperand::Virtual(f, v)
-                    if reads[k] && !writes[k] && last.get(&(f, v)) == Some(&i) =>
+                    if reads[k]
+                        && !writes[k]
+                        && last[f.index()][v as usize] == i
+                        && assigned[f.index()][v as usize] != u32::MAX =>
                 {
-                    assigned.get(&(f, v)).map(|p| (k, f, *p))
+                    Some((k, f, assigned[f.index()][v as usize]))
                 }
                 _ => None,
             })
@@ -184,8 +201,8 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
             let v = match *op {
                 VOperand::Fixed(v) => v,
                 VOperand::Virtual(f, v) => {
-                    let phys = if let Some(p) = assigned.get(&(f, v)) {
-                        *p
+                    let phys = if assigned[f.index()][v as usize] != u32::MAX {
+                        assigned[f.index()][v as usize]
                     } else {
                         let donor = (writes[k] && !reads[k])
                             .then(|| {
@@ -215,7 +232,7 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
                         };
                         file[p] = Some(v);
                         let p = u32::try_from(p).unwrap_or(u32::MAX);
-                        assigned.insert((f, v), p);
+                        assigned[f.index()][v as usize] = p;
                         p
                     };
                     OpValue::Reg(phys)
@@ -226,13 +243,13 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
         // Registers whose virtual register is not used again become free after
         // this instruction (unless a result has taken them over).
         for op in &vi.operands {
-            if let VOperand::Virtual(f, v) = op
-                && last.get(&(*f, *v)) == Some(&i)
-                && let Some(p) = assigned.get(&(*f, *v))
-                && holds[f.index()][*p as usize] == Some(*v)
+            if let VOperand::Virtual(f, v) = *op
+                && last[f.index()][v as usize] == i
+                && let p = assigned[f.index()][v as usize] as usize
+                && holds[f.index()].get(p) == Some(&Some(v))
             {
-                holds[f.index()][*p as usize] = None;
-                freed[f.index()][*p as usize] = i + 1;
+                holds[f.index()][p] = None;
+                freed[f.index()][p] = i + 1;
             }
         }
         out.push(MInst {
@@ -254,15 +271,24 @@ pub fn check(m: &Machine, code: &[VInst], allocated: &[MInst]) -> Result<(), Vec
             code.len()
         )]);
     }
-    // Physical register -> the virtual register it holds (`None`: a fixed value).
-    let mut holds: rustc_hash::FxHashMap<(RegFileId, u32), Option<u32>> = Default::default();
+    // Per file and physical register: the virtual register it holds (`None`
+    // inside: a fixed value; outside: nothing written yet).
+    let mut holds: Vec<Vec<Option<Option<u32>>>> = m
+        .regfiles
+        .iter()
+        .map(|r| vec![None; r.count.value.max(0) as usize])
+        .collect();
+    let held = |holds: &Vec<Vec<Option<Option<u32>>>>, f: RegFileId, p: u32| {
+        holds[f.index()].get(p as usize).copied().flatten()
+    };
+    let roles = all_roles(m);
     for (i, (vi, ai)) in code.iter().zip(allocated).enumerate() {
         let def = &m.instructions[vi.inst.index()];
         if vi.inst != ai.inst || vi.operands.len() != ai.operands.len() {
             errors.push(format!("instruction {i}: not the same instruction"));
             continue;
         }
-        let (reads, writes) = roles(m, vi.inst);
+        let (reads, writes) = &roles[vi.inst.index()];
         for (k, (vo, ao)) in vi.operands.iter().zip(&ai.operands).enumerate() {
             match (vo, ao) {
                 (VOperand::Fixed(a), b) if a != b => {
@@ -278,13 +304,13 @@ pub fn check(m: &Machine, code: &[VInst], allocated: &[MInst]) -> Result<(), Vec
                     if i64::from(*p) >= m.regfiles[f.index()].count.value {
                         errors.push(format!("instruction {i}: register {p} does not exist"));
                     }
-                    if reads[k] && holds.get(&(*f, *p)) != Some(&Some(*v)) {
-                        errors.push(format!("instruction {i}: reads virtual register {v} from {}{p}, which holds {:?}", m.regfiles[f.index()].name, holds.get(&(*f, *p))));
+                    if reads[k] && held(&holds, *f, *p) != Some(Some(*v)) {
+                        errors.push(format!("instruction {i}: reads virtual register {v} from {}{p}, which holds {:?}", m.regfiles[f.index()].name, held(&holds, *f, *p)));
                     }
                 }
                 (VOperand::Fixed(_), OpValue::Reg(p)) if reads[k] => {
                     if let OperandKind::Reg { file, .. } = def.operands[k].kind
-                        && let Some(Some(v)) = holds.get(&(file, *p))
+                        && let Some(Some(v)) = held(&holds, file, *p)
                     {
                         errors.push(format!("instruction {i}: fixed register {}{p} was overwritten by virtual register {v}", m.regfiles[file.index()].name));
                     }
@@ -321,17 +347,15 @@ pub fn check(m: &Machine, code: &[VInst], allocated: &[MInst]) -> Result<(), Vec
             }
         }
         for (k, (vo, reg)) in vi.operands.iter().zip(&regs).enumerate() {
-            if let Some(r) = reg
+            if let Some((f, p)) = reg
                 && writes[k]
+                && let Some(slot) = holds[f.index()].get_mut(*p as usize)
             {
-                holds.insert(
-                    *r,
-                    if let VOperand::Virtual(_, v) = vo {
-                        Some(*v)
-                    } else {
-                        None
-                    },
-                );
+                *slot = Some(if let VOperand::Virtual(_, v) = vo {
+                    Some(*v)
+                } else {
+                    None
+                });
             }
         }
     }
