@@ -414,22 +414,19 @@ impl MemRecords {
             }
         }
         self.large.iter().copied().for_each(&mut take);
-        self.hits.sort_unstable();
     }
 
-    /// Every record sharing a byte with `span`.
-    fn overlapping(&mut self, span: Span) -> impl Iterator<Item = &mut Record> {
+    /// Calls `f` with every record sharing a byte with `span`, in no
+    /// particular order.
+    fn for_each_overlapping(&mut self, span: Span, mut f: impl FnMut(&mut Record)) {
         self.candidates(span);
-        let MemRecords { recs, hits, .. } = self;
-        let mut rest = recs.iter_mut();
-        let mut next = 0usize;
-        hits.iter()
-            .filter_map(move |&id| {
-                let r = rest.nth(id as usize - next)?;
-                next = id as usize + 1;
-                r.as_mut()
-            })
-            .filter(move |r| r.span.overlaps(&span))
+        for &id in &self.hits {
+            if let Some(r) = self.recs[id as usize].as_mut()
+                && r.span.overlaps(&span)
+            {
+                f(r);
+            }
+        }
     }
 
     fn push(&mut self, rec: Record) {
@@ -579,9 +576,7 @@ fn edges(infos: &[Info], places: &[Place]) -> Vec<Edge> {
                 }
                 Place::Mem { mem, span } => {
                     if let Some(recs) = mems.get_mut(&mem) {
-                        for rec in recs.overlapping(span) {
-                            dep(rec, write, span, &mut need);
-                        }
+                        recs.for_each_overlapping(span, |rec| dep(rec, write, span, &mut need));
                     }
                 }
             }
@@ -616,10 +611,10 @@ fn edges(infos: &[Info], places: &[Place]) -> Vec<Edge> {
                 Place::Mem { mem, span } => {
                     let recs = mems.entry(mem).or_default();
                     let mut found = false;
-                    for rec in recs.overlapping(span) {
+                    recs.for_each_overlapping(span, |rec| {
                         rec.readers.push((to, span));
                         found |= rec.span.covers(&span);
-                    }
+                    });
                     if !found {
                         recs.push(Record {
                             span,
@@ -652,7 +647,7 @@ fn edges(infos: &[Info], places: &[Place]) -> Vec<Edge> {
                     // element moves). Its writer stays: reads still wait for
                     // the data they read. Few readers are kept exactly (no
                     // false ordering between writes to different parts).
-                    for rec in recs.overlapping(span) {
+                    recs.for_each_overlapping(span, |rec| {
                         if rec.readers.len() > MANY_READERS {
                             // It stands for readers anywhere in the record.
                             let (lo, hi) = rec
@@ -664,7 +659,7 @@ fn edges(infos: &[Info], places: &[Place]) -> Vec<Edge> {
                             rec.readers.clear();
                             rec.readers.push((to, Span::dense(lo, hi)));
                         }
-                    }
+                    });
                     recs.push(Record {
                         span,
                         writer: Some(to),
@@ -1304,8 +1299,8 @@ mod tests {
                     }
                     _ => {}
                 }
-                let mut found: Vec<usize> =
-                    index.overlapping(s).filter_map(|r| r.writer).collect();
+                let mut found: Vec<usize> = Vec::new();
+                index.for_each_overlapping(s, |r| found.extend(r.writer));
                 found.sort_unstable();
                 let want: Vec<usize> = all
                     .iter()
