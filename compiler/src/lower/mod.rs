@@ -2657,6 +2657,10 @@ impl Lowerer<'_> {
             bundles.iter().try_for_each(|b| {
                 let word = isa_specs::target::encode_bundle(t.isa(), m, b)
                     .map_err(|e| err(e.to_string()))?;
+                if program.code.is_empty() {
+                    // Bundles are mostly of one size: grow once, not by doubling.
+                    program.code.reserve(word.len() * bundles.len());
+                }
                 program.code.extend_from_slice(&word);
                 Ok::<_, LowerError>(())
             })
