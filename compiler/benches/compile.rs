@@ -64,10 +64,43 @@ fn large(c: &mut Criterion) {
             let mut g = compiler::onnx::import_shared(bytes.clone(), &options).expect("imports");
             compiler::interp::fold_constants(&mut g);
             let c = compiler::lower::compile(t, t.machine(), &g).expect("compiles");
-            c.program.to_bytes().expect("serializes")
+            // Streamed as `tessera compile` writes its file, to nowhere.
+            c.program
+                .write_to(Discard::default())
+                .expect("serializes")
+                .end
         });
     });
     group.finish();
+}
+
+/// A writer that keeps nothing: where it is and how far it was written.
+#[derive(Default)]
+struct Discard {
+    at: u64,
+    end: u64,
+}
+
+impl std::io::Write for Discard {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.at += buf.len() as u64;
+        self.end = self.end.max(self.at);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl std::io::Seek for Discard {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        match to {
+            std::io::SeekFrom::Start(at) => self.at = at,
+            _ => return Err(std::io::Error::other("only from the start")),
+        }
+        Ok(self.at)
+    }
 }
 
 criterion_group!(benches, bench);

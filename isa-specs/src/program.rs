@@ -303,23 +303,33 @@ impl Program {
     }
 
     fn write_file(&self, path: &std::path::Path) -> Result<(), ProgramError> {
-        use std::io::{Seek, SeekFrom, Write};
-        let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
-        file.write_all(MAGIC)?;
-        file.write_all(&VERSION.to_le_bytes())?;
-        file.write_all(&[0; HEADER - 12])?;
+        self.write_to(std::io::BufWriter::new(std::fs::File::create(path)?))?;
+        Ok(())
+    }
+
+    /// Streams the bytes [`Program::to_bytes`] gives into `out` (at its
+    /// start), without holding them all: the body as it is serialized, then
+    /// the header's length and checksum. Returns `out`, flushed.
+    pub fn write_to<W: std::io::Write + std::io::Seek>(
+        &self,
+        mut out: W,
+    ) -> Result<W, ProgramError> {
+        use std::io::SeekFrom;
+        out.write_all(MAGIC)?;
+        out.write_all(&VERSION.to_le_bytes())?;
+        out.write_all(&[0; HEADER - 12])?;
         let mut body = Checksummed {
-            out: file,
+            out,
             crc: crc32fast::Hasher::new(),
             len: 0,
         };
         postcard::to_io(self, &mut body).map_err(|e| ProgramError::Body(e.to_string()))?;
-        let Checksummed { out, crc, len } = body;
-        let mut file = out.into_inner().map_err(|e| e.into_error())?;
-        file.seek(SeekFrom::Start(12))?;
-        file.write_all(&len.to_le_bytes())?;
-        file.write_all(&crc.finalize().to_le_bytes())?;
-        Ok(())
+        let Checksummed { mut out, crc, len } = body;
+        out.seek(SeekFrom::Start(12))?;
+        out.write_all(&len.to_le_bytes())?;
+        out.write_all(&crc.finalize().to_le_bytes())?;
+        out.flush()?;
+        Ok(out)
     }
 
     /// Reads a file.

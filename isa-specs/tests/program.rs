@@ -37,6 +37,16 @@ fn round_trips_and_matches_its_machine() {
     p.check_machine(&toy(&[])).expect("same machine");
 }
 
+/// `write_to` streams the bytes `to_bytes` gives into any seekable writer.
+#[test]
+fn streamed_programs_hold_the_same_bytes() {
+    let p = sample();
+    let out = p
+        .write_to(std::io::Cursor::new(Vec::new()))
+        .expect("streams");
+    assert_eq!(out.into_inner(), p.to_bytes().expect("serialises"));
+}
+
 /// `save` streams the bytes `to_bytes` gives, replacing an earlier file
 /// only once the new one is whole.
 #[test]
