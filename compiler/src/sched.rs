@@ -1242,7 +1242,7 @@ mod tests {
         assert!(claimed_placement(&insts, &good, &placed).is_some());
         check_deps(m, &insts, &good, &deps, Some(&placed)).expect("true claim");
         // Both `vexp`s claimed in each other's bundle, and everything in bundle 0.
-        let mut swapped = placed.clone();
+        let mut swapped = placed;
         swapped.swap(0, 2);
         let all_first = vec![0; insts.len()];
         for claim in [&swapped, &all_first] {
