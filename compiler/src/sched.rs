@@ -79,11 +79,22 @@ struct Info {
     /// beside the facts (only finding the edges needs them).
     reads: (u32, u32),
     writes: (u32, u32),
-    signals: Vec<(usize, u32)>,
-    waits: Vec<(usize, u32)>,
+    /// Semaphores it signals and waits on: runs of [`Lists::sems`].
+    signals: (u32, u32),
+    waits: (u32, u32),
     /// An asynchronous transfer's share of each memory it touches: `(memory,
     /// cycles of its bandwidth)`. Transfers on one memory take turns (as the
     /// simulator books them), so one may start after it issues.
+    /// A run of [`Lists::bookings`].
+    bookings: (u32, u32),
+}
+
+/// What instructions' facts refer to by runs (most instructions have few or
+/// none of each, so they share one list rather than a vector apiece).
+#[derive(Default)]
+struct Lists {
+    places: Vec<Place>,
+    sems: Vec<(usize, u32)>,
     bookings: Vec<(usize, u64)>,
 }
 
@@ -116,11 +127,13 @@ struct Deps {
     infos: Vec<Info>,
     edges: Vec<Edge>,
     rules: Rules,
+    /// [`Lists::bookings`].
+    bookings: Vec<(usize, u64)>,
 }
 
-/// The places of `run` (an [`Info`]'s reads or writes).
-fn run_of(places: &[Place], run: (u32, u32)) -> &[Place] {
-    &places[run.0 as usize..run.1 as usize]
+/// The elements of `run` (of an [`Info`]) in `list`.
+fn run_of<T>(list: &[T], run: (u32, u32)) -> &[T] {
+    &list[run.0 as usize..run.1 as usize]
 }
 
 /// The slots instruction `info` may issue from.
@@ -140,12 +153,13 @@ impl Deps {
         rules: Rules,
         times: &mut PassTimes,
     ) -> Deps {
-        let (infos, places) = times.time("effects", || infos(t, m, insts, rules));
-        let edges = times.time("dependences", || edges(&infos, &places));
+        let (infos, lists) = times.time("effects", || infos(t, m, insts, rules));
+        let edges = times.time("dependences", || edges(&infos, &lists));
         Deps {
             infos,
             edges,
             rules,
+            bookings: lists.bookings,
         }
     }
 
@@ -174,6 +188,8 @@ impl Deps {
 #[derive(Clone, Copy)]
 struct View<'a> {
     infos: &'a [Info],
+    /// [`Deps::bookings`].
+    bookings: &'a [(usize, u64)],
     reversed: bool,
 }
 
@@ -255,34 +271,45 @@ impl Default for Rules {
     }
 }
 
-fn infos(
-    t: &targets::Target,
-    m: &Machine,
-    insts: &[MInst],
-    rules: Rules,
-) -> (Vec<Info>, Vec<Place>) {
+fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> (Vec<Info>, Lists) {
     let isa = t.isa();
     let mut fx = Effects::default();
-    let mut places: Vec<Place> = Vec::with_capacity(insts.len() * 3);
+    let mut lists = Lists {
+        places: Vec::with_capacity(insts.len() * 3),
+        ..Lists::default()
+    };
+    fn run<T>(list: &mut Vec<T>, items: impl IntoIterator<Item = T>) -> (u32, u32) {
+        let from = list.len() as u32;
+        list.extend(items);
+        (from, list.len() as u32)
+    }
     let infos = insts
         .iter()
         .map(|i| {
             t.effects(m, i, &mut fx);
-            let mut run = |write: bool| {
-                let from = places.len() as u32;
-                places.extend(
-                    fx.accesses
-                        .iter()
-                        .filter(|a| a.write == write)
-                        .map(|a| a.place),
-                );
-                (from, places.len() as u32)
+            let place = |write: bool| {
+                fx.accesses
+                    .iter()
+                    .filter(move |a| a.write == write)
+                    .map(|a| a.place)
             };
-            let (reads, writes) = (run(false), run(true));
+            let reads = run(&mut lists.places, place(false));
+            let writes = run(&mut lists.places, place(true));
             let def = &m.instructions[i.inst.index()];
             let unit = &m.units[def.timing.unit.index()];
             let latency = isa.latency(m, i).max(1) as u64;
             let occupancy = isa.occupancy(m, i).max(1) as u64;
+            let bookings = fx
+                .accesses
+                .iter()
+                .filter(|_| unit.asynchronous)
+                .filter_map(|a| match a.place {
+                    Place::Mem { mem, .. } => {
+                        let bw = m.memories[mem].bandwidth.value.max(1) as u64;
+                        Some((mem, a.bytes.div_ceil(bw)))
+                    }
+                    Place::Reg { .. } => None,
+                });
             Info {
                 inst: i.inst.index() as u32,
                 unit: def.timing.unit.index(),
@@ -301,28 +328,15 @@ fn infos(
                     || fx.halt,
                 reads,
                 writes,
-                signals: fx.signals.clone(),
-                waits: fx.waits.clone(),
-                bookings: if unit.asynchronous {
-                    fx.accesses
-                        .iter()
-                        .filter_map(|a| match a.place {
-                            Place::Mem { mem, .. } => {
-                                let bw = m.memories[mem].bandwidth.value.max(1) as u64;
-                                Some((mem, a.bytes.div_ceil(bw)))
-                            }
-                            Place::Reg { .. } => None,
-                        })
-                        .collect()
-                } else {
-                    Vec::new()
-                },
+                signals: run(&mut lists.sems, fx.signals.iter().copied()),
+                waits: run(&mut lists.sems, fx.waits.iter().copied()),
+                bookings: run(&mut lists.bookings, bookings),
                 asynchronous: unit.asynchronous,
                 accumulate: isa.accumulate(m, i).max(0) as u64,
             }
         })
         .collect();
-    (infos, places)
+    (infos, lists)
 }
 
 /// Who last wrote a place and who read it since, with the bytes each
@@ -474,7 +488,8 @@ impl MemRecords {
 /// write covering a range retires its record). Only the edges that bind are
 /// made: an instruction after a barrier depends on the latest barrier alone,
 /// a wait on the signals since the previous wait on its semaphore.
-fn edges(infos: &[Info], places: &[Place]) -> Vec<Edge> {
+fn edges(infos: &[Info], lists: &Lists) -> Vec<Edge> {
+    let places = &lists.places;
     use rustc_hash::FxHashMap as HashMap;
     let mut out: Vec<Edge> = Vec::new();
     let mut regs: HashMap<(usize, u32), Record> = HashMap::default();
@@ -509,7 +524,7 @@ fn edges(infos: &[Info], places: &[Place]) -> Vec<Edge> {
         // their completion), and that wait.
         let mut completes: Vec<usize> = Vec::new();
         let mut unknown = false;
-        for w in &b.waits {
+        for w in run_of(&lists.sems, b.waits) {
             for f in signalers.remove(w).unwrap_or_default() {
                 need.push((f, infos[f].latency, true));
             }
@@ -530,7 +545,7 @@ fn edges(infos: &[Info], places: &[Place]) -> Vec<Edge> {
             // the wait is not satisfied by a transfer after it.
             last_wait.insert(*w, to);
         }
-        for sg in &b.signals {
+        for sg in run_of(&lists.sems, b.signals) {
             if let Some(&w) = last_wait.get(sg) {
                 need.push((w, 1, false));
             }
@@ -668,7 +683,7 @@ fn edges(infos: &[Info], places: &[Place]) -> Vec<Edge> {
                 }
             }
         }
-        for sg in &b.signals {
+        for sg in run_of(&lists.sems, b.signals) {
             signalers.entry(*sg).or_default().push(to);
             pending.entry(*sg).or_default().push(to);
         }
@@ -771,6 +786,7 @@ fn reverse_priorities(m: &Machine, deps: &Deps) -> Vec<u64> {
     let n = deps.infos.len();
     let rev = View {
         infos: &deps.infos,
+        bookings: &deps.bookings,
         reversed: true,
     };
     let succ = Successors::reversed(deps);
@@ -790,6 +806,7 @@ fn scheduled(
     let succ = deps.successors();
     let forward = View {
         infos: &deps.infos,
+        bookings: &deps.bookings,
         reversed: false,
     };
     let mut prio = times.time("priorities", || priorities(forward, &succ));
@@ -883,12 +900,11 @@ fn list(
                 used_slots.push(slot);
                 // A transfer starts when every memory it touches has bandwidth
                 // for it; its copy is busy, and what follows it waits, from then.
-                let begins = infos
-                    .get(i)
-                    .bookings
+                let bookings = run_of(infos.bookings, infos.get(i).bookings);
+                let begins = bookings
                     .iter()
                     .fold(cycle, |s, &(mem, _)| s.max(booked[mem]));
-                for &(mem, cycles) in &infos.get(i).bookings {
+                for &(mem, cycles) in bookings {
                     booked[mem] = begins + cycles;
                 }
                 unit_free[u][copy] = begins + infos.get(i).busy;
