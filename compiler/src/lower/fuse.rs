@@ -18,7 +18,7 @@
 //! are then *kept on chip*: they get buffers in the memory where tiles from
 //! the home memory land, live from their first write to their last read,
 //! instead of a round trip through the home memory between the steps. What
-//! does not fit (half of that memory, beside the tiles of the steps) stays at
+//! does not fit (9/16 of that memory, beside the tiles of the steps) stays at
 //! home, and the region is reported as not kept on chip.
 
 use crate::ir::{Graph, Op, ReduceKind, Unary, ValueId};

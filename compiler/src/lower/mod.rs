@@ -1190,8 +1190,8 @@ impl Lowerer<'_> {
     /// it, only the intermediates of each recognised attention (fused
     /// regions), in program order. Each lives from its producer to its last reader; a candidate is kept
     /// when, at every node it is live across, the values kept come to at
-    /// most half of the memory tiles from home land in (the other half is
-    /// the tiles'). Among the others, values with the shortest lives and
+    /// most 9/16 of the memory tiles from home land in (the rest is the
+    /// tiles'; measured in `docs/compiler.md`). Among the others, values with the shortest lives and
     /// the most readers per byte go first: those save the most home
     /// traffic per byte of on-chip memory held. The rest live at home
     /// (evicted for their whole life, not spilled part-way).
@@ -1286,7 +1286,7 @@ impl Lowerer<'_> {
                 && !out_root(v)
                 && g.ty(v).elem.is_float()
         };
-        let budget = cap / 2;
+        let budget = cap * 9 / 16;
         let mut load = vec![0u64; g.nodes.len() + 1];
         let mut try_keep = |v: ValueId, kept: &mut HashMap<ValueId, (MemId, usize)>| -> bool {
             if kept.contains_key(&v) {
