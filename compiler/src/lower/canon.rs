@@ -229,8 +229,7 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
             finish(out, n, y);
         }
         Op::Where => {
-            let shape = g.ty(n.outputs[0]).shape.clone();
-            select(out, n, &shape)?;
+            select(out, n)?;
             // The last node computes the result: it takes over the output value.
             if let Some(last) = out.nodes.last_mut() {
                 last.outputs = n.outputs.clone();
@@ -283,7 +282,7 @@ fn widen(
 
 /// `Where(c, x, y)` as products and a sum (see the module doc); adds the
 /// nodes, the last of which computes the result.
-fn select(g: &mut Graph, n: &Node, shape: &[usize]) -> Result<(), String> {
+fn select(g: &mut Graph, n: &Node) -> Result<(), String> {
     let (c, x, y) = (n.inputs[0], n.inputs[1], n.inputs[2]);
     let Some(cond) = g.constants.get(&c).cloned() else {
         return Err("a computed condition is not supported yet (only constant masks)".to_owned());
@@ -318,8 +317,11 @@ fn select(g: &mut Graph, n: &Node, shape: &[usize]) -> Result<(), String> {
             g.add_node(format!("{}/other", n.name), Op::Mul, vec![y, inv])?[0]
         }
         Some(k) => {
-            // The constant where it is selected, 0 elsewhere, at the result's shape.
+            // The constant where it is selected, 0 elsewhere, at the shape
+            // the condition and the constant broadcast to (not the result's:
+            // a causal mask over every head would be one copy per head).
             let selected_when = if xc.is_some() { 1.0 } else { 0.0 };
+            let shape = &crate::ir::broadcast(&cond.ty.shape, &k.ty.shape)?;
             let cs = crate::lower::broadcast_offsets(&cond.ty.shape, shape);
             let ks = crate::lower::broadcast_offsets(&k.ty.shape, shape);
             let data = cs
