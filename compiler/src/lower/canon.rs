@@ -748,3 +748,52 @@ fn fold_scale_shift(g: &Graph) -> Graph {
         .collect();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{ElemType, Tensor, TensorType};
+
+    fn f32s(shape: &[usize]) -> TensorType {
+        TensorType {
+            elem: ElemType::F32,
+            shape: shape.to_vec(),
+        }
+    }
+
+    /// A causal mask over every head: the constant `Where` selects is made
+    /// once, at the shape the mask and the constant broadcast to, not once
+    /// per head (the result's shape).
+    #[test]
+    fn a_selected_constant_keeps_the_shape_it_broadcasts_from() {
+        let mut g = Graph::default();
+        let x = g.add_value("x", f32s(&[3, 4, 4]));
+        g.inputs.push(x);
+        let mask = (0..16)
+            .map(|i| f64::from(u8::from(i % 4 <= i / 4)))
+            .collect();
+        let bools = TensorType {
+            elem: ElemType::Bool,
+            shape: vec![4, 4],
+        };
+        let m = g.add_constant("m", Tensor::new(bools, mask));
+        let lo = g.add_constant("lo", Tensor::new(f32s(&[]), vec![-1e9]));
+        let y = g.add_node("w", Op::Where, vec![m, x, lo]).expect("typed");
+        g.outputs.push(y[0]);
+        let caps = Caps {
+            min_reduction: true,
+            round: true,
+            lane_broadcast: true,
+        };
+        let out = prepare(&g, caps).expect("prepares");
+        let (_, t) = out
+            .constants
+            .iter()
+            .find(|(v, _)| out.values[v.index()].name == "w/selected")
+            .expect("a selected constant");
+        assert_eq!(t.ty.shape, vec![4, 4]);
+        // Where the mask is off (above the diagonal), the constant; elsewhere 0.
+        assert_eq!(t.data[1], -1e9);
+        assert_eq!(t.data[0], 0.0);
+    }
+}
