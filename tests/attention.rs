@@ -84,6 +84,11 @@ fn gpt2_attention_is_one_region_and_agrees_with_the_unfused_code() {
 /// `q · kᵀ`, softmax, `· v`, one head of `[s, d]`; `extra` adds a use of the
 /// probabilities outside the pattern (as a second graph output).
 fn sdpa(s: usize, d: usize, extra: bool, mask: bool) -> Graph {
+    sdpa_scaled(s, d, extra, mask, false)
+}
+
+/// [`sdpa`], with the scores scaled by a constant first if `scale`.
+fn sdpa_scaled(s: usize, d: usize, extra: bool, mask: bool, scale: bool) -> Graph {
     let mut g = Graph::default();
     let ty = |shape: Vec<usize>| TensorType {
         elem: ElemType::F32,
@@ -98,6 +103,10 @@ fn sdpa(s: usize, d: usize, extra: bool, mask: bool) -> Graph {
     };
     let kt = one(&mut g, "kt", Op::Transpose { perm: vec![1, 0] }, vec![k]);
     let mut x = one(&mut g, "scores", Op::MatMul, vec![q, kt]);
+    if scale {
+        let c = g.add_constant("c", Tensor::new(ty(vec![]), vec![0.25]));
+        x = one(&mut g, "scaled", Op::Mul, vec![x, c]);
+    }
     if mask {
         // A padding mask computed from an input: added to the scores.
         let m = g.add_value("mask", ty(vec![1, s]));
@@ -133,6 +142,25 @@ fn a_computed_padding_mask_is_part_of_the_region() {
     assert_eq!(fused.len(), 1, "{:?}", r.compiled.regions);
     assert!(fused[0].contains("Add(masked)"), "{}", fused[0]);
     assert!(fused[0].contains("intermediates on chip"), "{}", fused[0]);
+}
+
+/// Scores scaled in the product's epilogue never reach memory, so they hold
+/// no on-chip memory either: the scaled form keeps as many values on chip
+/// as the plain one, all of them, and computes the same.
+#[test]
+fn values_computed_in_an_epilogue_are_not_kept_on_chip() {
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let kept = |scale: bool| {
+        let g = sdpa_scaled(8, 16, false, false, scale);
+        let inputs = compiler::run::random_inputs(&g, 5);
+        let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+        assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+        let fused = attention_regions(&r.compiled);
+        assert_eq!(fused[0].contains("Mul(scaled)"), scale, "{}", fused[0]);
+        assert!(fused[0].contains("intermediates on chip"), "{}", fused[0]);
+        r.compiled.kept_on_chip
+    };
+    assert_eq!(kept(true), kept(false));
 }
 
 #[test]

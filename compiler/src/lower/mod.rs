@@ -1276,9 +1276,11 @@ impl Lowerer<'_> {
             .chain(self.dot_transposes.iter().map(|&t| g.nodes[t].outputs[0]))
             .chain(self.b_transposes.iter().map(|&t| g.nodes[t].outputs[0]))
             .collect();
+        let in_epilogue = self.fused_into_epilogues(alias);
         let candidate = |v: ValueId| {
             !excluded.contains(&v)
                 && !in_rows.contains(&v)
+                && !in_epilogue.contains(&v)
                 && made.contains_key(&v)
                 && last.contains_key(&v)
                 && !alias.contains_key(&v)
@@ -1341,6 +1343,59 @@ impl Lowerer<'_> {
             *keep = (n, own.count());
         }
         Ok(kept)
+    }
+
+    /// Values that never reach memory because the region lowering makes
+    /// (`lower_nodes`) computes them in a product's or an element-wise
+    /// node's epilogue, in registers: made by a product or an element-wise
+    /// node, read once, by an element-wise node of the same shape outside
+    /// any row group whose other operands are constants or graph inputs.
+    /// (The lowering also fuses nodes whose other operands were computed
+    /// earlier; those are left out here, so the values it keeps for them
+    /// are at worst kept in vain, as before.) Keeping them on chip would
+    /// hold memory for nothing.
+    fn fused_into_epilogues(
+        &self,
+        alias: &HashMap<ValueId, ValueId>,
+    ) -> std::collections::HashSet<ValueId> {
+        let g = self.g;
+        let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+        for (k, n) in g.nodes.iter().enumerate() {
+            for &i in &n.inputs {
+                readers.entry(i).or_default().push(k);
+            }
+        }
+        let in_rows: std::collections::HashSet<usize> = self
+            .row_groups
+            .iter()
+            .flat_map(|r| r.nodes.iter().copied())
+            .collect();
+        let aliased: std::collections::HashSet<ValueId> = alias.values().copied().collect();
+        g.nodes
+            .iter()
+            .enumerate()
+            .filter(|(k, n)| {
+                !in_rows.contains(k) && (matches!(n.op, Op::MatMul) || Self::ew_of(&n.op).is_some())
+            })
+            .filter_map(|(_, n)| {
+                let v = *n.outputs.first()?;
+                let [c] = readers.get(&v)?.as_slice() else {
+                    return None;
+                };
+                let m = &g.nodes[*c];
+                let fused = !in_rows.contains(c)
+                    && Self::ew_of(&m.op).is_some()
+                    && !g.outputs.contains(&v)
+                    && !aliased.contains(&v)
+                    && !alias.contains_key(&v)
+                    && g.ty(m.outputs[0]).shape == g.ty(v).shape
+                    && m.inputs.iter().filter(|i| **i == v).count() == 1
+                    && m.inputs
+                        .iter()
+                        .all(|i| *i == v || g.constants.contains_key(i) || g.inputs.contains(i));
+                fused.then_some(v)
+            })
+            .collect()
     }
 
     /// Whether the node being lowered, or the one error `e` names, reads or
