@@ -1240,18 +1240,58 @@ mod tests {
         }
     }
 
+    /// vliw-systolic, and the instructions of an assembly text for it.
+    fn vliw_program(text: &str) -> (&'static targets::Target, &'static Machine, Vec<MInst>) {
+        let t = targets::by_name("vliw-systolic").expect("target");
+        let m = t.machine();
+        let p = isa_specs::assembly::assemble(t.isa(), m, "t.s", text).expect("assembles");
+        let insts =
+            flatten(&isa_specs::target::decode_program(t.isa(), m, &p.code).expect("decodes"));
+        (t, m, insts)
+    }
+
+    /// The reversed successors read straight from the edges are those of
+    /// the program with every edge turned round and every index mirrored.
+    #[test]
+    fn reversed_successors_are_the_edges_turned_round() {
+        let (t, m, insts) = vliw_program(
+            "vexp vreg1, vreg0\nvadd vreg2, vreg1, vreg1\nvmul vreg3, vreg2, vreg1\nvexp vreg1, vreg3\nhalt\n",
+        );
+        let deps = Deps::new(t, m, &insts, Rules::default());
+        let n = deps.infos.len();
+        assert!(deps.edges.len() >= 4, "{:?}", deps.edges);
+        let turned = Deps {
+            edges: deps
+                .edges
+                .iter()
+                .map(|e| Edge {
+                    from: (n - 1 - e.to()) as u32,
+                    to: (n - 1 - e.from()) as u32,
+                    ..*e
+                })
+                .collect(),
+            infos: deps.infos.iter().rev().map(|i| Info { ..*i }).collect(),
+            rules: deps.rules,
+            bookings: Vec::new(),
+        };
+        let (fast, slow) = (Successors::reversed(&deps), turned.successors());
+        for i in 0..n {
+            let mut a: Vec<_> = fast.of(i).collect();
+            let mut b: Vec<_> = slow.of(i).collect();
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "instruction {i}");
+        }
+    }
+
     /// The checker takes the scheduler's word for where each instruction
     /// went only as far as it holds: a true claim passes, a false claim of a
     /// good schedule falls back to matching by bits and passes, and a bad
     /// schedule fails under its own true claim.
     #[test]
     fn a_claimed_placement_is_checked_not_trusted() {
-        let t = targets::by_name("vliw-systolic").expect("target");
-        let m = t.machine();
-        let text = "vexp vreg1, vreg0\nvadd vreg2, vreg1, vreg1\nvexp vreg1, vreg0\nhalt\n";
-        let p = isa_specs::assembly::assemble(t.isa(), m, "t.s", text).expect("assembles");
-        let insts =
-            flatten(&isa_specs::target::decode_program(t.isa(), m, &p.code).expect("decodes"));
+        let (t, m, insts) =
+            vliw_program("vexp vreg1, vreg0\nvadd vreg2, vreg1, vreg1\nvexp vreg1, vreg0\nhalt\n");
         let rules = Rules::default();
         let deps = Deps::new(t, m, &insts, rules);
         let (good, placed) = schedule_placed(t, m, &insts, rules);

@@ -1345,6 +1345,26 @@ impl Lowerer<'_> {
         Ok(kept)
     }
 
+    /// Whether element-wise node `m`, reading `last` (read `uses` times in
+    /// the graph), joins the epilogue that makes `last`: `last` is read
+    /// there alone, once, and is no graph output; `m` keeps the region's
+    /// `shape`; its other operands are `ready` before the region starts.
+    fn extends_epilogue(
+        g: &Graph,
+        m: &crate::ir::Node,
+        last: ValueId,
+        uses: usize,
+        shape: &[usize],
+        ready: impl Fn(&ValueId) -> bool,
+    ) -> bool {
+        Self::ew_of(&m.op).is_some()
+            && uses == 1
+            && !g.outputs.contains(&last)
+            && g.ty(m.outputs[0]).shape == shape
+            && m.inputs.iter().filter(|i| **i == last).count() == 1
+            && m.inputs.iter().all(|i| *i == last || ready(i))
+    }
+
     /// Values that never reach memory because the region lowering makes
     /// (`lower_nodes`) computes them in a product's or an element-wise
     /// node's epilogue, in registers: made by a product or an element-wise
@@ -1382,17 +1402,11 @@ impl Lowerer<'_> {
                 let [c] = readers.get(&v)?.as_slice() else {
                     return None;
                 };
-                let m = &g.nodes[*c];
+                let ready = |i: &ValueId| g.constants.contains_key(i) || g.inputs.contains(i);
                 let fused = !in_rows.contains(c)
-                    && Self::ew_of(&m.op).is_some()
-                    && !g.outputs.contains(&v)
                     && !aliased.contains(&v)
                     && !alias.contains_key(&v)
-                    && g.ty(m.outputs[0]).shape == g.ty(v).shape
-                    && m.inputs.iter().filter(|i| **i == v).count() == 1
-                    && m.inputs
-                        .iter()
-                        .all(|i| *i == v || g.constants.contains_key(i) || g.inputs.contains(i));
+                    && Self::extends_epilogue(g, &g.nodes[*c], v, 1, &g.ty(v).shape, ready);
                 fused.then_some(v)
             })
             .collect()
@@ -1755,18 +1769,13 @@ impl Lowerer<'_> {
                 if !m.inputs.contains(&last) {
                     continue;
                 }
-                let others_ready = m.inputs.iter().all(|i| {
-                    *i == last
-                        || g.constants.contains_key(i)
+                let ready = |i: &ValueId| {
+                    g.constants.contains_key(i)
                         || g.inputs.contains(i)
                         || g.nodes[..ni].iter().any(|p| p.outputs.contains(i))
-                });
-                if uses.get(&last) != Some(&1)
-                    || g.outputs.contains(&last)
-                    || g.ty(m.outputs[0]).shape != out_shape
-                    || !others_ready
-                    || m.inputs.iter().filter(|i| **i == last).count() != 1
-                {
+                };
+                let read = uses.get(&last).copied().unwrap_or(0);
+                if !Self::extends_epilogue(g, m, last, read, &out_shape, ready) {
                     break;
                 }
                 members.push(nj);
