@@ -367,6 +367,7 @@ MODELS = [
 # twelve): written with --large, for benchmarks.
 LARGE = [
     lambda: gpt2_block("gpt2_block_full", 768, 12, 128, 6),
+    lambda: gpt2_block("gpt2_block_s512", 768, 12, 512, 6),
     lambda: gpt2_block("gpt2_small_12", 768, 12, 128, 6, layers=12),
 ]
 
