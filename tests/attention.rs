@@ -212,3 +212,23 @@ fn recogniser_finds_the_pattern_and_its_inner_values() {
     }
     assert!(compiler::lower::fuse::attention(&h).is_empty());
 }
+
+/// The softmax's row group takes the scores' scaling and causal mask from
+/// the product's epilogue (`rows::row_groups`): the product pops its raw
+/// scores, and the group reads them once and keeps the scaled, masked
+/// scores in registers, instead of the epilogue writing them for the group
+/// to read again. The mask, one `[S, S]` constant over every head, is read
+/// by bands of rows.
+#[test]
+fn the_softmax_takes_the_scores_scale_and_mask() {
+    let (g, inputs) = gpt2();
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    let region = attention_regions(&r.compiled)[0];
+    assert!(
+        region.contains("MatMul(attn.scores) | Rows: Mul(attn.scaled) -> "),
+        "{region}"
+    );
+    assert!(region.contains("Add(attn.masked_scores) -> ReduceMax"), "{region}");
+}

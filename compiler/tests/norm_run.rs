@@ -74,6 +74,31 @@ fn softmax_of_large_and_masked_logits_is_exact_enough() {
     assert_eq!(check(&g, "masked softmax", &["d = exp(a)"]), 3);
 }
 
+/// A row group that reads a constant mask (its producer's `Add` joins it)
+/// and fails to lower on a target falls back to one region per node; the
+/// fallback must find the mask's data at home. The failed attempt had packed
+/// the mask, then dropped its data but kept it in the packing cache, so the
+/// fallback read zeros (a wrong maximum and difference on simd-dsp).
+#[test]
+fn a_failed_row_group_leaves_no_constant_without_its_data() {
+    let add = NodeProto::new("Add", "mask", &["x", "m"], &["z"]);
+    let max = NodeProto::new("ReduceMax", "max", &["z"], &["mx"])
+        .with(AttributeProto::ints("axes", &[-1]));
+    let sub = NodeProto::new("Sub", "shift", &["z", "mx"], &["y"]);
+    let mask: Vec<f32> = (0..4 * 8)
+        .map(|i| if i % 8 > i / 8 + 3 { -1e9 } else { 1000.0 })
+        .collect();
+    let m = TensorProto::from_f32("m", &[4, 8], &mask);
+    let mut g = import_ok(&encode(graph(
+        vec![add, max, sub],
+        vec![input("x", &[4, 8])],
+        &["y"],
+        vec![m],
+    )));
+    compiler::interp::fold_constants(&mut g);
+    assert_eq!(check(&g, "masked shift", &[]), targets::all().len());
+}
+
 #[test]
 fn layer_normalization_runs_everywhere() {
     for dims in [[6i64, 64], [5, 100]] {

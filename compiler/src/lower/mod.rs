@@ -173,6 +173,17 @@ impl Roofline {
     }
 }
 
+/// What a lowering attempt may change, and a failed one must undo (see
+/// [`Lowerer::attempt`]): the code and buffers emitted, the data placed at
+/// home, and the caches of constants packed there, which would otherwise
+/// point at data undone.
+struct Attempt {
+    cp: emit::Checkpoint,
+    data: usize,
+    packed: HashMap<(ValueId, String), MemTile>,
+    packed_panels: HashMap<(ValueId, String), (Vec<MemTile>, i64)>,
+}
+
 /// Where a value lives: in the home memory, or kept on chip in a buffer
 /// (an intermediate of a fused region, see [`fuse`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -316,6 +327,9 @@ struct Lowerer<'a> {
     attentions: Vec<(fuse::Attention, (usize, usize))>,
     /// The row groups recognised ([`rows`]), by their first node.
     row_groups: Vec<rows::RowGroup>,
+    /// Set when a row group that took its producer's nodes does not lower:
+    /// the node that started it ([`rows::row_groups_with`]).
+    unfront: Option<usize>,
     /// Transposes read only by one-row products that take the matrix
     /// untransposed ([`Lowerer::vector_dots`]): not lowered.
     dot_transposes: std::collections::HashSet<usize>,
@@ -691,77 +705,95 @@ fn compile_once(
                 m.memories[home_mem.index()].name
             )))
         })?;
-    let mut l = Lowerer {
-        g,
-        e: Emitter::new(m, t.isa(), &info),
-        info: &info,
-        homes: HashMap::new(),
-        act,
-        next_addr: 0,
-        data: Vec::new(),
-        regions: Vec::new(),
-        packed: HashMap::new(),
-        packed_elem_bytes: HashMap::new(),
-        packed_panels: HashMap::new(),
-        contractions: Vec::new(),
-        relayouts: Default::default(),
-        attentions: Vec::new(),
-        row_groups: Vec::new(),
-        dot_transposes: Default::default(),
-        transposed: Vec::new(),
-        b_transposes: Default::default(),
-        lowered_transposes: Default::default(),
-        kept_until: HashMap::new(),
-        lowering_node: 0,
-        residency_blocked: None,
-        evicted: &[],
-        region_parts: Vec::new(),
-        region_groups: Vec::new(),
-        opts,
-        kept_a: None,
-        kept_b: HashMap::new(),
-        staged_rows: HashMap::new(),
-        mappings,
-        space: Vec::new(),
-        packing: std::time::Duration::ZERO,
+    let build = |unfronted: &[usize]| {
+        let mut l = Lowerer {
+            g,
+            e: Emitter::new(m, t.isa(), &info),
+            info: &info,
+            homes: HashMap::new(),
+            act,
+            next_addr: 0,
+            data: Vec::new(),
+            regions: Vec::new(),
+            packed: HashMap::new(),
+            packed_elem_bytes: HashMap::new(),
+            packed_panels: HashMap::new(),
+            contractions: Vec::new(),
+            relayouts: Default::default(),
+            attentions: Vec::new(),
+            row_groups: Vec::new(),
+            unfront: None,
+            dot_transposes: Default::default(),
+            transposed: Vec::new(),
+            b_transposes: Default::default(),
+            lowered_transposes: Default::default(),
+            kept_until: HashMap::new(),
+            lowering_node: 0,
+            residency_blocked: None,
+            evicted: &[],
+            region_parts: Vec::new(),
+            region_groups: Vec::new(),
+            opts,
+            kept_a: None,
+            kept_b: HashMap::new(),
+            staged_rows: HashMap::new(),
+            mappings,
+            space: Vec::new(),
+            packing: std::time::Duration::ZERO,
+        };
+        l.e.spread_transfers = opts.spread_transfers;
+        if opts.fuse_attention {
+            l.attentions = fuse::attention(g)
+                .into_iter()
+                .map(|a| (a, (0, 0)))
+                .collect();
+        }
+        if opts.fuse_rows && opts.broadcast_rows {
+            // Only groups the machine can compute: the others' values are
+            // candidates for residency like any.
+            l.row_groups = rows::row_groups_with(g, unfronted, ops::can_broadcast_rows(&l.e))
+                .into_iter()
+                .filter(|r| !l.row_candidates(r).is_empty())
+                .collect();
+        }
+        l.contractions = ops::contractions(&l.e);
+        l.dot_transposes = l.dot_transposes();
+        if opts.layout_fusion {
+            l.transposed = Lowerer::transposed_products(g);
+            l.b_transposes = l.b_transposes();
+        }
+        l.evicted = evicted;
+        l
     };
-    l.e.spread_transfers = opts.spread_transfers;
-    if opts.fuse_attention {
-        l.attentions = fuse::attention(g)
-            .into_iter()
-            .map(|a| (a, (0, 0)))
-            .collect();
-    }
-    if opts.fuse_rows && opts.broadcast_rows {
-        // Only groups the machine can compute: the others' values are
-        // candidates for residency like any.
-        l.row_groups = rows::row_groups(g)
-            .into_iter()
-            .filter(|r| !l.row_candidates(r).is_empty())
-            .collect();
-    }
-    l.contractions = ops::contractions(&l.e);
-    l.dot_transposes = l.dot_transposes();
-    if opts.layout_fusion {
-        l.transposed = Lowerer::transposed_products(g);
-        l.b_transposes = l.b_transposes();
-    }
-    l.evicted = evicted;
     let started = std::time::Instant::now();
-    let front = (|| {
-        l.layout()?;
-        l.lower_nodes()?;
-        l.merge_attention_regions();
-        l.e.finish().map_err(err)
-    })();
+    // A row group that took its producer's element-wise nodes must lower as
+    // one region: it is tried (then undone) where its producer is lowered.
+    // Where it does not lower, the groups are formed again without that,
+    // and the layout made again, so its producer keeps the nodes in its
+    // epilogue and residency weighs their values like any others.
+    let mut unfronted: Vec<usize> = Vec::new();
+    let l = loop {
+        let mut l = build(&unfronted);
+        let front = (|| {
+            l.layout()?;
+            l.lower_nodes()?;
+            l.merge_attention_regions();
+            l.e.finish().map_err(err)
+        })();
+        match front {
+            Ok(()) => break l,
+            Err(_) if l.unfront.is_some() => unfronted.extend(l.unfront),
+            Err(e) => {
+                let blame = l
+                    .touches_kept(&e)
+                    .then(|| g.nodes[l.lowering_node].name.clone());
+                times.add("lower", started.elapsed());
+                return Err((e, blame));
+            }
+        }
+    };
     times.add("lower", started.elapsed().saturating_sub(l.packing));
     times.add("pack constants", l.packing);
-    if let Err(e) = front {
-        let blame = l
-            .touches_kept(&e)
-            .then(|| g.nodes[l.lowering_node].name.clone());
-        return Err((e, blame));
-    }
     l.back_end(t, m, times).map_err(plain)
 }
 
@@ -772,6 +804,24 @@ impl Lowerer<'_> {
         // Slack after every tensor: padded tiles may read a little past the end.
         self.next_addr = at + bytes + 4096;
         at
+    }
+
+    /// The state a failed lowering attempt goes back to ([`Self::undo`]).
+    fn attempt(&self) -> Attempt {
+        Attempt {
+            cp: self.e.checkpoint(),
+            data: self.data.len(),
+            packed: self.packed.clone(),
+            packed_panels: self.packed_panels.clone(),
+        }
+    }
+
+    /// Undoes everything emitted, placed and packed since `a` was taken.
+    fn undo(&mut self, a: Attempt) {
+        self.e.rollback(a.cp);
+        self.data.truncate(a.data);
+        self.packed = a.packed;
+        self.packed_panels = a.packed_panels;
     }
 
     fn home_mem(&self) -> MemId {
@@ -1775,6 +1825,20 @@ impl Lowerer<'_> {
                         || g.nodes[..ni].iter().any(|p| p.outputs.contains(i))
                 };
                 let read = uses.get(&last).copied().unwrap_or(0);
+                // A row group that took this node from its producer computes
+                // it (see `rows`), if the group lowers as one region (else
+                // the compile starts again without the group taking it).
+                if let Some(gi) = self
+                    .row_groups
+                    .iter()
+                    .position(|r| r.nodes[0] != r.seed && r.nodes.contains(&nj))
+                {
+                    if !self.group_lowers(gi)? {
+                        self.unfront = Some(self.row_groups[gi].seed);
+                        return Err(err("a row group does not lower with its producer's nodes"));
+                    }
+                    break;
+                }
                 if !Self::extends_epilogue(g, m, last, read, &out_shape, ready) {
                     break;
                 }
@@ -1802,6 +1866,16 @@ impl Lowerer<'_> {
             self.push_region(&members, (names.join(" -> "), self.e.code.len() - before))?;
         }
         Ok(())
+    }
+
+    /// Whether row group `gi` lowers as one region on this machine (tried,
+    /// then undone).
+    fn group_lowers(&mut self, gi: usize) -> Result<bool, LowerError> {
+        let grp = self.row_groups[gi].clone();
+        let attempt = self.attempt();
+        let ok = self.row_group(&grp)?;
+        self.undo(attempt);
+        Ok(ok)
     }
 
     /// Lowers one region: a root node and its element-wise epilogue.
@@ -1951,8 +2025,7 @@ impl Lowerer<'_> {
             .position(|n| n.outputs.contains(&root.inputs[1]))
             .filter(|t| self.dot_transposes.contains(t))
         {
-            let cp = self.e.checkpoint();
-            let data = self.data.len();
+            let attempt = self.attempt();
             let bufs = self.e.bufs.len();
             let k = g.nodes[ti].inputs[0];
             match self
@@ -1961,8 +2034,7 @@ impl Lowerer<'_> {
             {
                 Ok(()) => return Ok(()),
                 Err(_) => {
-                    self.e.rollback(cp);
-                    self.data.truncate(data);
+                    self.undo(attempt);
                     let t = &g.nodes[ti];
                     let Op::Transpose { perm } = &t.op else {
                         return Err(err("not a transpose"));
@@ -1973,8 +2045,7 @@ impl Lowerer<'_> {
         }
         // One row (per batch) by a matrix: on the vector unit where it can.
         {
-            let cp = self.e.checkpoint();
-            let data = self.data.len();
+            let attempt = self.attempt();
             let bufs = self.e.bufs.len();
             match self
                 .vector_gemv(root, &plan, out, &out_home)
@@ -1983,8 +2054,7 @@ impl Lowerer<'_> {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(_) => {
-                    self.e.rollback(cp);
-                    self.data.truncate(data);
+                    self.undo(attempt);
                 }
             }
         }
@@ -1992,16 +2062,12 @@ impl Lowerer<'_> {
         // by a form taking B transposed; failing that, the transpose is
         // lowered here and the product goes on as any.
         if let Some(ti) = self.b_transpose_of(root.inputs[1]) {
-            let cp = self.e.checkpoint();
-            let data = self.data.len();
-            let packed = (self.packed.clone(), self.packed_panels.clone());
+            let attempt = self.attempt();
             let space = self.space.len();
             match self.matmul_tiles(root, &plan, root_input, out, &out_home) {
                 Ok(()) => return Ok(()),
                 Err(_) => {
-                    self.e.rollback(cp);
-                    self.data.truncate(data);
-                    (self.packed, self.packed_panels) = packed;
+                    self.undo(attempt);
                     self.space.truncate(space);
                     self.lowered_transposes.insert(ti);
                     let t = &g.nodes[ti];
@@ -2067,10 +2133,7 @@ impl Lowerer<'_> {
                     continue;
                 }
                 tried.push(key);
-                // Everything an attempt adds is undone if it fails: code, data, packing caches.
-                let cp = self.e.checkpoint();
-                let data = self.data.len();
-                let packed = (self.packed.clone(), self.packed_panels.clone());
+                let attempt = self.attempt();
                 let bufs = self.e.bufs.len();
                 let space = p.space.clone();
                 let result = self
@@ -2082,9 +2145,7 @@ impl Lowerer<'_> {
                         return Ok(());
                     }
                     Err(e) => {
-                        self.e.rollback(cp);
-                        self.data.truncate(data);
-                        (self.packed, self.packed_panels) = packed;
+                        self.undo(attempt);
                         first.get_or_insert(e);
                     }
                 }

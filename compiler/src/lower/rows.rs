@@ -48,6 +48,9 @@ pub struct RowGroup {
     pub nodes: Vec<usize>,
     /// The one value it makes that is read outside it.
     pub output: ValueId,
+    /// The node that started it; nodes before it came from its producer's
+    /// epilogue (see [`row_groups_with`]).
+    pub seed: usize,
 }
 
 impl RowGroup {
@@ -87,10 +90,20 @@ fn constant_fits(g: &Graph, v: ValueId, full: &[usize]) -> bool {
         return true;
     }
     let s = &t.ty.shape;
-    s.as_slice() == full
-        || (s.last() == full.last()
-            && s.len() <= full.len()
-            && s[..s.len() - 1].iter().all(|&d| d == 1))
+    s.as_slice() == full || const_row(s, full) || broadcast_rows(s, full)
+}
+
+/// A constant of shape `s` that is one row of `full` (`[C]`, `[1, C]`).
+fn const_row(s: &[usize], full: &[usize]) -> bool {
+    s.last() == full.last() && s.len() <= full.len() && s[..s.len() - 1].iter().all(|&d| d == 1)
+}
+
+/// A constant of shape `s` that `full` repeats along leading dimensions
+/// only (a mask over every head): row `r` of `full` reads its row `r`
+/// modulo its rows.
+fn broadcast_rows(s: &[usize], full: &[usize]) -> bool {
+    let own = &s[s.iter().take_while(|&&d| d == 1).count()..];
+    own.len() >= 2 && own.len() <= full.len() && *own == full[full.len() - own.len()..]
 }
 
 /// The value of a constant with one value in every element.
@@ -105,6 +118,16 @@ fn uniform(g: &Graph, v: ValueId) -> Option<f64> {
 
 /// Every row group of `g` (see the module documentation).
 pub fn row_groups(g: &Graph) -> Vec<RowGroup> {
+    row_groups_with(g, &[], true)
+}
+
+/// [`row_groups`], where the groups started by the nodes `unfronted` do not
+/// take their producers' element-wise nodes (the machine could not lower
+/// them so: their producer keeps them in its epilogue), nor do groups
+/// without reductions unless `rows_broadcast` (the machine loads a constant
+/// row into every row of a register, so the group adds a bias as cheaply as
+/// the producer's epilogue would).
+pub fn row_groups_with(g: &Graph, unfronted: &[usize], rows_broadcast: bool) -> Vec<RowGroup> {
     let (consumers, producer) = super::fuse::uses(g);
     let float = |v: ValueId| g.ty(v).elem.is_float();
     let computed = |v: &ValueId| !g.constants.contains_key(v);
@@ -219,12 +242,60 @@ pub fn row_groups(g: &Graph) -> Vec<RowGroup> {
         {
             continue;
         }
+        // Element-wise producers of `x` read only by the group join it at
+        // its front (a product's scaling and masking before a softmax, its
+        // bias before a GELU): the group then reads the product's raw result
+        // once, where the product's epilogue would write a value the group
+        // reads again. Not for a group without reductions of a single row
+        // (GELU in decode, whose one-row product adds its bias in
+        // registers) or on a machine without row broadcasts (simd-dsp):
+        // measured slower there.
+        let rows: usize = full[..full.len() - 1].iter().product();
+        let mut x = x;
+        let front = (reduces || (rows > 1 && rows_broadcast)) && !unfronted.contains(&si);
+        while let Some(&p) = producer.get(&x).filter(|_| front) {
+            let pn = &g.nodes[p];
+            let computed_in: Vec<ValueId> =
+                pn.inputs.iter().copied().filter(|v| computed(v)).collect();
+            let [y] = computed_in.as_slice() else { break };
+            let read_here = consumers
+                .get(&x)
+                .is_some_and(|cs| cs.iter().all(|c| keep.contains(c)));
+            // What the group reads from outside must be ready before `p`.
+            let ready_before_p = |v: &ValueId| {
+                !computed(v)
+                    || g.inputs.contains(v)
+                    || keep.iter().any(|&k| g.nodes[k].outputs.contains(v))
+                    || *v == x
+                    || producer.get(v).is_some_and(|&q| q < p)
+            };
+            let fits = !taken[p]
+                && elementwise(&pn.op)
+                && pn.outputs.len() == 1
+                && !g.outputs.contains(&x)
+                && read_here
+                && g.ty(*y).shape == full
+                && float(*y)
+                && pn
+                    .inputs
+                    .iter()
+                    .all(|v| v == y || constant_fits(g, *v, &full))
+                && keep
+                    .iter()
+                    .all(|&k| g.nodes[k].inputs.iter().all(ready_before_p));
+            if !fits {
+                break;
+            }
+            keep.insert(0, p);
+            x = *y;
+        }
         for &k in &keep {
             taken[k] = true;
         }
         found.push(RowGroup {
             nodes: keep,
             output,
+            seed: si,
         });
     }
     found
@@ -239,7 +310,7 @@ enum Arg {
     Uniform(f64),
     /// A constant row (`[C]`), the same for every row.
     ConstRow(ValueId),
-    /// A constant of the full shape.
+    /// A constant of the full shape, or repeated to it along leading dimensions.
     Const(ValueId),
     /// A computed row result from outside (`[.., 1]`).
     OuterRow(ValueId),
@@ -266,6 +337,8 @@ struct PlanStep {
 pub(super) struct Plan {
     /// The computed full-shape values read from outside, and their slots.
     sources: Vec<(ValueId, usize)>,
+    /// The constants read at the full shape (staged by bands after the sources).
+    consts: Vec<ValueId>,
     steps: Vec<PlanStep>,
     /// The slot of the output.
     output: usize,
@@ -352,10 +425,10 @@ impl Lowerer<'_> {
                 return Arg::Uniform(k);
             }
             if g.constants.contains_key(&v) {
-                return if g.ty(v).shape == full {
-                    Arg::Const(v)
-                } else {
+                return if const_row(&g.ty(v).shape, &full) {
                     Arg::ConstRow(v)
+                } else {
+                    Arg::Const(v)
                 };
             }
             if g.ty(v).shape != full {
@@ -450,8 +523,21 @@ impl Lowerer<'_> {
             slot_of.insert(o, s);
             steps.push(PlanStep { slot: s, row, calc });
         }
+        let mut consts = Vec::new();
+        for st in &steps {
+            if let Calc::Ew(_, args) = &st.calc {
+                for a in args {
+                    if let Arg::Const(v) = a
+                        && !consts.contains(v)
+                    {
+                        consts.push(*v);
+                    }
+                }
+            }
+        }
         Some(Plan {
             sources,
+            consts,
             output: *slot_of.get(&grp.output)?,
             steps,
             slots,
@@ -557,18 +643,14 @@ impl Lowerer<'_> {
             .any(|&k| row_reduce(g, &g.nodes[k]).is_some());
         for (file, plan) in self.row_candidates(grp) {
             let (gr, gc) = self.e.granule(file);
-            let cp = self.e.checkpoint();
+            let attempt = self.attempt();
             let bufs = self.e.bufs.len();
-            let data = self.data.len();
             match self
                 .row_region(grp, &plan, file, (gr, gc), reduces, &out_home)
                 .and_then(|()| self.fits_on_chip(bufs))
             {
                 Ok(()) => return Ok(true),
-                Err(_) => {
-                    self.e.rollback(cp);
-                    self.data.truncate(data);
-                }
+                Err(_) => self.undo(attempt),
             }
         }
         Ok(false)
@@ -621,8 +703,9 @@ impl Lowerer<'_> {
         let home_mem = self.info.home;
         let at_home = |h: &super::Home| h.mem == home_mem;
         // Bands: two in flight within an eighth of the smallest on-chip memory.
-        let staged =
-            homes.iter().filter(|h| at_home(h)).count() as i64 + i64::from(at_home(out_home));
+        let staged = homes.iter().filter(|h| at_home(h)).count() as i64
+            + plan.consts.len() as i64
+            + i64::from(at_home(out_home));
         let row_bytes = super::machine::rup(cols, gc) * 4 * staged.max(1);
         let band = ((self.tile_budget() / 16 / row_bytes.max(1)) / gr * gr).clamp(gr, 256.max(gr));
         let uniforms: &mut HashMap<u64, RegTile> = &mut HashMap::new();
@@ -643,6 +726,30 @@ impl Lowerer<'_> {
                         Some(&buf),
                         Pad::Dense,
                     )
+                    .map_err(err)?
+                {
+                    Val::Mem(t) => tiles.push(t),
+                    _ => return Err(err("a band landed in a register")),
+                }
+            }
+            // Constants at the full shape: the band's rows of them, from
+            // their own rows where a band repeats consecutive ones.
+            for &v in &plan.consts {
+                let Val::Mem(t) = l.operand_tile(v, grp.output, r, 0, h, cols)? else {
+                    return Err(err("a constant's band is not in memory"));
+                };
+                let cland = l.landing_of(t.dtype)?;
+                let Place::Mem(cm) = cland.place else {
+                    return Err(err("tiles from home land in no memory"));
+                };
+                if t.mem != l.info.home {
+                    tiles.push(t);
+                    continue;
+                }
+                let buf = l.e.buffer_padded(cm, cland.dtype, h, cols, Pad::Registers);
+                match l
+                    .e
+                    .to_loc(Val::Mem(t), cland, Some(&buf), Pad::Dense)
                     .map_err(err)?
                 {
                     Val::Mem(t) => tiles.push(t),
@@ -837,10 +944,19 @@ impl Lowerer<'_> {
                             }
                             Arg::ConstRow(v) => self.const_row_regs(*v, b, &widths)?,
                             Arg::Const(v) => {
+                                let at =
+                                    plan.sources.len()
+                                        + plan.consts.iter().position(|c| c == v).ok_or_else(
+                                            || err("a constant the plan does not stage"),
+                                        )?;
+                                let band = b
+                                    .tiles
+                                    .get(at)
+                                    .ok_or_else(|| err("a constant's band is missing"))?;
                                 let mut regs = Vec::new();
                                 for (k, &w) in widths.iter().enumerate() {
                                     let c = b.c0 + k as i64 * gc;
-                                    let t = self.operand_tile(*v, *v, b.row0, c, h, w)?;
+                                    let t = Val::Mem(band.view(b.r, c, h, w));
                                     let Val::Reg(x) =
                                         self.e.to_loc(t, b.reg, None, Pad::Dense).map_err(err)?
                                     else {
