@@ -71,7 +71,82 @@ pub fn prepare(g: &Graph, caps: Caps) -> Result<Graph, LowerError> {
             message,
         })?;
     }
-    Ok(out)
+    Ok(fold_power_of_two_scales(out))
+}
+
+/// `(x · 2^k) · K` (the product used once, `K` constant) as `x · (K · 2^k)`:
+/// attention's scale folded into the mask a `Where` became, one
+/// multiplication fewer per element. Exact: a power of two only moves the
+/// exponent, so both forms round the same real product once (barring
+/// overflow and subnormal intermediates). Only where every `K · 2^k` is an
+/// f32 exactly.
+fn fold_power_of_two_scales(g: Graph) -> Graph {
+    let mut g = g;
+    let mut uses: std::collections::HashMap<ValueId, usize> = Default::default();
+    for n in &g.nodes {
+        for i in &n.inputs {
+            *uses.entry(*i).or_default() += 1;
+        }
+    }
+    let power_of_two = |g: &Graph, v: ValueId| -> Option<f64> {
+        let t = g.constants.get(&v)?;
+        let c = *t.data.first()?;
+        let uniform = t.data.iter().all(|x| x.to_bits() == c.to_bits());
+        // A normal power of two: no mantissa bits.
+        let pow2 = c.is_normal() && c.to_bits() & ((1 << 52) - 1) == 0;
+        (uniform && pow2).then_some(c)
+    };
+    let mut dropped = vec![false; g.nodes.len()];
+    for i in 0..g.nodes.len() {
+        let n = &g.nodes[i];
+        if !matches!(n.op, Op::Mul) || n.inputs.len() != 2 {
+            continue;
+        }
+        // `n` = a · K, `a` made by an earlier node `p` = x · c.
+        let Some((a, k)) = [(0, 1), (1, 0)].into_iter().find_map(|(ai, ki)| {
+            let (a, k) = (n.inputs[ai], n.inputs[ki]);
+            (g.constants.contains_key(&k) && !g.constants.contains_key(&a)).then_some((a, k))
+        }) else {
+            continue;
+        };
+        let Some(p) = g.nodes[..i]
+            .iter()
+            .position(|q| q.outputs.first() == Some(&a) && matches!(q.op, Op::Mul) && q.inputs.len() == 2)
+        else {
+            continue;
+        };
+        if dropped[p] || uses.get(&a) != Some(&1) || g.outputs.contains(&a) {
+            continue;
+        }
+        let pn = &g.nodes[p];
+        let Some((x, c)) = [(0, 1), (1, 0)].into_iter().find_map(|(xi, ci)| {
+            power_of_two(&g, pn.inputs[ci]).map(|c| (pn.inputs[xi], c))
+        }) else {
+            continue;
+        };
+        let kt = &g.constants[&k];
+        let scaled: Vec<f64> = kt.data.iter().map(|v| v * c).collect();
+        let exact = scaled
+            .iter()
+            .zip(kt.data.iter())
+            .all(|(s, v)| s.is_finite() && f64::from(*s as f32) == *s && s / c == *v);
+        // The product keeps its shape only if `x` broadcasts no wider than `a`.
+        if !exact || g.ty(x).shape != g.ty(a).shape {
+            continue;
+        }
+        let ty = kt.ty.clone();
+        let name = format!("{}/scaled", g.nodes[i].name);
+        let folded = g.add_constant(name, Tensor::new(ty, scaled));
+        let n = &mut g.nodes[i];
+        n.inputs = vec![x, folded];
+        dropped[p] = true;
+    }
+    let mut k = 0;
+    g.nodes.retain(|_| {
+        k += 1;
+        !dropped[k - 1]
+    });
+    g
 }
 
 /// Adds node `n` of `g` to `out`, rewritten if a rule applies.
@@ -759,6 +834,39 @@ mod tests {
             elem: ElemType::F32,
             shape: shape.to_vec(),
         }
+    }
+
+    /// `(x · 2^k) · K` becomes `x · (K · 2^k)`, exactly; not for a scale
+    /// that is no power of two (the products would round differently), nor
+    /// where the scaled value is read again.
+    #[test]
+    fn a_power_of_two_scale_folds_into_the_next_constant_product() {
+        let caps = Caps {
+            min_reduction: true,
+            round: true,
+            lane_broadcast: true,
+        };
+        let build = |c: f64, twice: bool| {
+            let mut g = Graph::default();
+            let x = g.add_value("x", f32s(&[2, 4]));
+            g.inputs.push(x);
+            let c = g.add_constant("c", Tensor::new(f32s(&[]), vec![c]));
+            let k = g.add_constant("k", Tensor::new(f32s(&[4]), vec![1.0, 0.0, 3.0, -1.5]));
+            let a = g.add_node("scale", Op::Mul, vec![x, c]).expect("typed")[0];
+            let y = g.add_node("mask", Op::Mul, vec![a, k]).expect("typed")[0];
+            g.outputs.push(y);
+            if twice {
+                g.outputs.push(a);
+            }
+            prepare(&g, caps).expect("prepares")
+        };
+        let g = build(0.125, false);
+        assert_eq!(g.nodes.len(), 1, "{:?}", g.nodes);
+        let k = g.constants.get(&g.nodes[0].inputs[1]).expect("a constant");
+        assert_eq!(k.data.to_vec(), vec![0.125, 0.0, 0.375, -0.1875]);
+        assert_eq!(g.nodes[0].inputs[0], g.inputs[0]);
+        assert_eq!(build(0.3, false).nodes.len(), 2);
+        assert_eq!(build(0.125, true).nodes.len(), 2);
     }
 
     /// A causal mask over every head: the constant `Where` selects is made
