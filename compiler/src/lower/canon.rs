@@ -109,19 +109,19 @@ fn fold_power_of_two_scales(g: Graph) -> Graph {
         }) else {
             continue;
         };
-        let Some(p) = g.nodes[..i]
-            .iter()
-            .position(|q| q.outputs.first() == Some(&a) && matches!(q.op, Op::Mul) && q.inputs.len() == 2)
-        else {
+        let Some(p) = g.nodes[..i].iter().position(|q| {
+            q.outputs.first() == Some(&a) && matches!(q.op, Op::Mul) && q.inputs.len() == 2
+        }) else {
             continue;
         };
         if dropped[p] || uses.get(&a) != Some(&1) || g.outputs.contains(&a) {
             continue;
         }
         let pn = &g.nodes[p];
-        let Some((x, c)) = [(0, 1), (1, 0)].into_iter().find_map(|(xi, ci)| {
-            power_of_two(&g, pn.inputs[ci]).map(|c| (pn.inputs[xi], c))
-        }) else {
+        let Some((x, c)) = [(0, 1), (1, 0)]
+            .into_iter()
+            .find_map(|(xi, ci)| power_of_two(&g, pn.inputs[ci]).map(|c| (pn.inputs[xi], c)))
+        else {
             continue;
         };
         let kt = &g.constants[&k];

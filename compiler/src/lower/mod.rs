@@ -330,6 +330,8 @@ struct Lowerer<'a> {
     /// Set when a row group that took its producer's nodes does not lower:
     /// the node that started it ([`rows::row_groups_with`]).
     unfront: Option<usize>,
+    /// Row group forms tried ([`Lowerer::group_lowers`]).
+    group_trials: HashMap<String, bool>,
     /// Transposes read only by one-row products that take the matrix
     /// untransposed ([`Lowerer::vector_dots`]): not lowered.
     dot_transposes: std::collections::HashSet<usize>,
@@ -723,6 +725,7 @@ fn compile_once(
             attentions: Vec::new(),
             row_groups: Vec::new(),
             unfront: None,
+            group_trials: HashMap::new(),
             dot_transposes: Default::default(),
             transposed: Vec::new(),
             b_transposes: Default::default(),
@@ -1868,13 +1871,34 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    /// Whether row group `gi` lowers as one region on this machine (tried,
-    /// then undone).
+    /// Whether row group `gi` lowers as one region on this machine: tried,
+    /// then undone, once per form (its operations and shapes: the layers of
+    /// a model repeat theirs). A group that then fails after all is lowered
+    /// node by node, as any.
     fn group_lowers(&mut self, gi: usize) -> Result<bool, LowerError> {
+        let g = self.g;
         let grp = self.row_groups[gi].clone();
+        let form: Vec<(&str, Vec<Vec<usize>>)> = grp
+            .nodes
+            .iter()
+            .map(|&k| {
+                let n = &g.nodes[k];
+                let shapes = n
+                    .inputs
+                    .iter()
+                    .chain(&n.outputs)
+                    .map(|v| g.ty(*v).shape.clone());
+                (n.op.name(), shapes.collect())
+            })
+            .collect();
+        let key = format!("{form:?}");
+        if let Some(&ok) = self.group_trials.get(&key) {
+            return Ok(ok);
+        }
         let attempt = self.attempt();
         let ok = self.row_group(&grp)?;
         self.undo(attempt);
+        self.group_trials.insert(key, ok);
         Ok(ok)
     }
 
