@@ -11,7 +11,13 @@
 //! value of the group (or `x`) and whose other operands are ready before the
 //! group starts: computed values of the full shape or of the row shape
 //! (`[.., 1]`), and constants that are uniform, one row (`[C]`, a scale or a
-//! shift) or of the full shape. The last node's result is the group's
+//! shift) or of the full shape (or repeated to it along leading
+//! dimensions, as a causal mask over every head). A group that reduces
+//! (with row broadcasts, any group of several rows) then takes, at its
+//! front, the element-wise nodes that make its source and are read only by
+//! it (attention's scale and mask, GELU's bias), so the product before it
+//! writes its raw result once and the group reads it once
+//! ([`row_groups_with`]). The last node's result is the group's
 //! output; nodes it does not need are dropped. Every other value of the
 //! group must be read only inside it, and the output must have the full
 //! shape.
