@@ -220,6 +220,10 @@ pub struct OptArgs {
     /// memory bandwidth.
     #[arg(long)]
     no_reverse_priorities: bool,
+    /// Compute what a constant mask makes dead (a causal softmax's upper
+    /// triangle, the products making and reading it) instead of skipping it.
+    #[arg(long)]
+    no_skip_masked: bool,
 }
 
 impl OptArgs {
@@ -243,6 +247,7 @@ impl OptArgs {
             column_chunks: !self.no_column_chunks,
             dense_joins: !self.no_dense_joins,
             reverse_priorities: !self.no_reverse_priorities,
+            skip_masked: !self.no_skip_masked,
         }
     }
 }

@@ -6,6 +6,7 @@
 use super::emit::{self, Base, Emitter, MemTile, Pad, Ref, Val};
 use super::machine::{self, Loc, Place};
 use super::mapping::{Axes, Mapping, Order, RANKED, Ranked, SpaceEntry};
+use super::masked::Work;
 use super::ops::{self, Contraction, Role};
 use super::{LowerError, Lowerer, broadcast_offsets, encode, err};
 use crate::ir::ValueId;
@@ -89,6 +90,19 @@ pub(super) struct MatMulPlan {
     pub(super) space: Option<SpaceEntry>,
 }
 
+/// What the tile estimate knows of a product's operands beyond their shapes.
+pub(super) struct Sources<'w> {
+    /// Bytes per element of `A` and of `B` as they come from home.
+    a: i64,
+    b: i64,
+    /// Whether `A`, `B` and the result are kept on chip by residency.
+    a_kept: bool,
+    b_kept: bool,
+    out_kept: bool,
+    /// The share of the work a mask leaves, if it makes any dead.
+    work: Option<&'w Work>,
+}
+
 /// Tile sizes a contraction accepts, with the estimated cycles of the whole
 /// product in each visiting order.
 #[derive(Clone, Copy, Debug)]
@@ -145,16 +159,19 @@ impl Lowerer<'_> {
         };
         let a_batch = offsets(sa, m);
         let b_batch = offsets(sb, if b_rows_n.is_some() { nn } else { k });
+        let work = Work::of(&self.skips, n.outputs[0], a, m, &a_batch);
         let a_const = g.constants.contains_key(&a);
         let b_const = g.constants.contains_key(&b);
         // Column-first streams `A` from home once per column block to keep
         // `B`'s runs; an `A` kept on chip has no home traffic to save, and
         // staging it again per column block costs on-chip copies the
         // estimate does not price: rows first only.
-        let a_kept = self
-            .homes
-            .get(&a)
-            .is_some_and(|h| matches!(h.base, super::emit::Base::Buf(_)));
+        let kept = |v: ValueId| {
+            self.homes
+                .get(&v)
+                .is_some_and(|h| matches!(h.base, super::emit::Base::Buf(_)))
+        };
+        let a_kept = kept(a);
         let order_search = self.opts.order_search && !a_kept;
         let given = force.or_else(|| self.mappings.mappings.get(&n.name));
         let mut best: Option<(i64, MatMulPlan)> = None;
@@ -221,8 +238,15 @@ impl Lowerer<'_> {
                     self.homes.get(&v).map_or(self.act, |h| h.dtype).bytes() as i64
                 }
             };
-            let src = (src(a, locs[1]), src(b_data, locs[2]));
-            let mut found = self.tile_search(c, (m, nn, k), aligned, src);
+            let src = Sources {
+                a: src(a, locs[1]),
+                b: src(b_data, locs[2]),
+                a_kept,
+                b_kept: kept(b_data),
+                out_kept: kept(n.outputs[0]),
+                work: work.as_ref(),
+            };
+            let mut found = self.tile_search(c, (m, nn, k), aligned, &src);
             if set.is_some() && acc.is_none() {
                 let before = found.len();
                 found.retain(|e| e.mnk.2 >= k);
@@ -277,7 +301,7 @@ impl Lowerer<'_> {
                 Some(g) if g.inst != name => continue,
                 // The instruction may serve in several forms (operand
                 // roles): the first that takes the tile sizes.
-                Some(g) => match self.tile_cost(c, (m, nn, k), (g.tm, g.tn, g.tk), src) {
+                Some(g) => match self.tile_cost(c, (m, nn, k), (g.tm, g.tn, g.tk), &src) {
                     Ok(_) if set.is_some() && acc.is_none() && g.tk < k => {
                         refused.push(format!(
                             "`{name}` cannot accumulate, so tk must cover the reduction of {k}"
@@ -447,7 +471,7 @@ impl Lowerer<'_> {
         c: &Contraction,
         (m, n, k): (i64, i64, i64),
         aligned: bool,
-        src: (i64, i64),
+        src: &Sources,
     ) -> Vec<Estimate> {
         let gran = self.info.col_granule;
         // Register shapes (an instruction may need whole registers, even past the
@@ -495,7 +519,7 @@ impl Lowerer<'_> {
         &self,
         c: &Contraction,
         (m, n, k): (i64, i64, i64),
-        src: (i64, i64),
+        src: &Sources,
         cands: &dyn Fn(i64) -> Vec<i64>,
     ) -> Vec<Estimate> {
         let ms = if c.has(Role::M) { cands(m) } else { vec![1] };
@@ -525,14 +549,16 @@ impl Lowerer<'_> {
     /// output tile goes back home. An operand staged on chip for one tile
     /// serves the next tiles of the same rows (`A`, rows first) or columns
     /// (`B`, columns first) when operand reuse is on and its run holds the
-    /// whole reduction.
+    /// whole reduction. Where a mask makes some tiles or reduction steps
+    /// dead (`work`), only the share that runs is counted.
     fn tile_cost(
         &self,
         c: &Contraction,
         (m, n, k): (i64, i64, i64),
         mnk: (i64, i64, i64),
-        (a_src, b_src): (i64, i64),
+        src: &Sources,
     ) -> Result<Estimate, String> {
+        let (a_src, b_src) = (src.a, src.b);
         let (tm, tn, tk) = mnk;
         let name = &self.e.m.instructions[c.inst.index()].name;
         let locs = c
@@ -585,11 +611,24 @@ impl Lowerer<'_> {
         // A staged run waits for the home memory's latency once, a step
         // brought in alone once per step.
         let waits = if self.opts.stage_runs { 1 } else { kt };
-        let base =
-            mt * nt * (kt * occ + waits * home_lat) + mt * nt * (home_lat + out_bytes / home_bw);
+        let (tiles_run, steps_run) = src.work.map_or((1.0, 1.0), |w| w.share((m, n, k), mnk));
+        let share = |x: i64, f: f64| (x as f64 * f).ceil() as i64;
+        // Operands and results kept on chip wait for no home latency.
+        let in_lat = if src.a_kept && src.b_kept {
+            0
+        } else {
+            home_lat
+        };
+        let out = if src.out_kept {
+            0
+        } else {
+            home_lat + out_bytes / home_bw
+        };
+        let base = share(mt * nt * kt, steps_run) * occ
+            + share(mt * nt, tiles_run) * (waits * in_lat + out);
         // Bytes of A and B brought in over the whole product, in each order.
-        let a_all = mt * nt * kt * a_step;
-        let b_all = mt * nt * kt * b_step;
+        let a_all = share(mt * nt * kt * a_step, steps_run);
+        let b_all = share(mt * nt * kt * b_step, steps_run);
         // B's runs stay on chip across row blocks when they all fit.
         let b_fits = match locs[2].place {
             Place::Mem(x) if x != self.info.home => {
@@ -600,7 +639,7 @@ impl Lowerer<'_> {
             _ => false,
         };
         let b_rows = if reuse && b_fits {
-            nt * kt * b_step
+            share(nt * kt * b_step, steps_run)
         } else {
             b_all
         };
@@ -615,12 +654,12 @@ impl Lowerer<'_> {
             _ => true,
         };
         let a_rows = if reuse && whole_run(locs[1], tm) {
-            mt * kt * a_step
+            share(mt * kt * a_step, steps_run)
         } else {
             a_all
         };
         let b_cols = if reuse && whole_run(locs[2], tn) {
-            nt * kt * b_step
+            share(nt * kt * b_step, steps_run)
         } else {
             b_all
         };
@@ -787,6 +826,16 @@ impl Lowerer<'_> {
                 .map(|(_, s)| s),
             self.kept_b.get(&(b, c, w)).cloned(),
         ];
+        // Where `A` is a row group's result that is zero past some column
+        // for all these rows ([`super::masked`]), the reduction stops there.
+        let k_end = self
+            .skips
+            .iter()
+            .find(|s| s.output == p.a)
+            .map_or(p.k, |s| {
+                let need = s.need_rows(p.a_batch[b] + r, h);
+                super::machine::rup(need.max(1), p.tk.max(1)).min(p.k)
+            });
         let mut kk = 0;
         let mut first = true;
         // Reduction steps of the chosen size; a step whose operands cannot be
@@ -795,8 +844,8 @@ impl Lowerer<'_> {
         let mut kw = p.tk.min(p.k);
         let mut stage = true;
         let mut first_err: Option<LowerError> = None;
-        while kk < p.k {
-            kw = kw.min(p.k - kk);
+        while kk < k_end {
+            kw = kw.min(k_end - kk);
             let cp = self.e.checkpoint();
             let staged_before = staged.clone();
             if !stage {

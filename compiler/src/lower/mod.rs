@@ -40,6 +40,7 @@ pub mod fuse;
 pub mod gemv;
 pub mod machine;
 pub mod mapping;
+pub mod masked;
 mod matmul;
 pub mod ops;
 mod reduce;
@@ -330,6 +331,11 @@ struct Lowerer<'a> {
     /// Set when a row group that took its producer's nodes does not lower:
     /// the node that started it ([`rows::row_groups_with`]).
     unfront: Option<usize>,
+    /// What row groups skip where a constant mask makes work dead ([`masked`]).
+    skips: Vec<masked::Skip>,
+    /// Set when a row group with skips does not lower: the node that
+    /// started it (the compile starts again without its skips).
+    unskip: Option<usize>,
     /// Row group forms tried ([`Lowerer::group_lowers`]).
     group_trials: HashMap<String, bool>,
     /// Transposes read only by one-row products that take the matrix
@@ -517,6 +523,12 @@ pub struct Options {
     /// behind a busy unit or memory (the last output tiles' pops and
     /// stores) comes first, rather than by the critical path alone.
     pub reverse_priorities: bool,
+    /// Work a constant mask makes dead is skipped ([`masked`]): a causal
+    /// softmax computes each block of rows up to its diagonal's chunk and
+    /// stores zeros beyond, the product making the scores skips the tiles
+    /// above the diagonal, and the product reading the probabilities stops
+    /// its reduction there.
+    pub skip_masked: bool,
 }
 
 impl Default for Options {
@@ -539,6 +551,7 @@ impl Default for Options {
             column_chunks: true,
             dense_joins: true,
             reverse_priorities: true,
+            skip_masked: true,
         }
     }
 }
@@ -707,7 +720,7 @@ fn compile_once(
                 m.memories[home_mem.index()].name
             )))
         })?;
-    let build = |unfronted: &[usize]| {
+    let build = |unfronted: &[usize], unskipped: &[usize]| {
         let mut l = Lowerer {
             g,
             e: Emitter::new(m, t.isa(), &info),
@@ -725,6 +738,8 @@ fn compile_once(
             attentions: Vec::new(),
             row_groups: Vec::new(),
             unfront: None,
+            skips: Vec::new(),
+            unskip: None,
             group_trials: HashMap::new(),
             dot_transposes: Default::default(),
             transposed: Vec::new(),
@@ -758,6 +773,17 @@ fn compile_once(
                 .into_iter()
                 .filter(|r| !l.row_candidates(r).is_empty())
                 .collect();
+            if opts.skip_masked {
+                l.skips = l
+                    .row_groups
+                    .iter()
+                    .filter(|r| !unskipped.contains(&r.seed))
+                    .filter_map(|r| {
+                        let (file, plan) = l.row_candidates(r).into_iter().next()?;
+                        masked::skip(g, r, &plan, file, l.e.granule(file))
+                    })
+                    .collect();
+            }
         }
         l.contractions = ops::contractions(&l.e);
         l.dot_transposes = l.dot_transposes();
@@ -775,8 +801,9 @@ fn compile_once(
     // and the layout made again, so its producer keeps the nodes in its
     // epilogue and residency weighs their values like any others.
     let mut unfronted: Vec<usize> = Vec::new();
+    let mut unskipped: Vec<usize> = Vec::new();
     let l = loop {
-        let mut l = build(&unfronted);
+        let mut l = build(&unfronted, &unskipped);
         let front = (|| {
             l.layout()?;
             l.lower_nodes()?;
@@ -785,6 +812,7 @@ fn compile_once(
         })();
         match front {
             Ok(()) => break l,
+            Err(_) if l.unskip.is_some() => unskipped.extend(l.unskip),
             Err(_) if l.unfront.is_some() => unfronted.extend(l.unfront),
             Err(e) => {
                 let blame = l
@@ -1871,6 +1899,11 @@ impl Lowerer<'_> {
         Ok(())
     }
 
+    /// The skips of the row group started by node `seed` ([`masked`]).
+    fn skip_of(&self, seed: usize) -> Option<masked::Skip> {
+        self.skips.iter().find(|s| s.seed == seed).cloned()
+    }
+
     /// Whether row group `gi` lowers as one region on this machine: tried,
     /// then undone, once per form (its operations and shapes: the layers of
     /// a model repeat theirs). A group that then fails after all is lowered
@@ -2246,6 +2279,14 @@ impl Lowerer<'_> {
         for b in 0..batches {
             for &(r, h, c, w) in &tiles {
                 let row0 = b * batch_rows + r;
+                // Columns its one reader, a row group, does not read ([`masked`]).
+                if self
+                    .skips
+                    .iter()
+                    .any(|s| s.sources.contains(&out) && c >= s.need_rows(row0, h))
+                {
+                    continue;
+                }
                 let input = match (&mm, root_input) {
                     (Some(p), _) if p.decomposed.is_some() => {
                         self.scaled_rows_tile(p, b as usize, r, c, w)?

@@ -309,7 +309,7 @@ pub fn row_groups_with(g: &Graph, unfronted: &[usize], rows_broadcast: bool) -> 
 
 /// An operand of a step of the plan.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Arg {
+pub(super) enum Arg {
     /// A slot of the plan: a source or a step's result.
     Slot(usize),
     /// One value everywhere.
@@ -324,7 +324,7 @@ enum Arg {
 
 /// What a step computes.
 #[derive(Clone, Debug, PartialEq)]
-enum Calc {
+pub(super) enum Calc {
     /// An element-wise operation.
     Ew(Ew, Vec<Arg>),
     /// A reduction over the row.
@@ -333,23 +333,23 @@ enum Calc {
 
 /// One step of the plan: its result goes to `slot`; `row` when it is a row result.
 #[derive(Clone, Debug, PartialEq)]
-struct PlanStep {
-    slot: usize,
+pub(super) struct PlanStep {
+    pub(super) slot: usize,
     row: bool,
-    calc: Calc,
+    pub(super) calc: Calc,
 }
 
 /// The steps of a group for one register file, in order.
 pub(super) struct Plan {
     /// The computed full-shape values read from outside, and their slots.
-    sources: Vec<(ValueId, usize)>,
+    pub(super) sources: Vec<(ValueId, usize)>,
     /// The constants read at the full shape (staged by bands after the sources).
     consts: Vec<ValueId>,
-    steps: Vec<PlanStep>,
+    pub(super) steps: Vec<PlanStep>,
     /// The slot of the output.
-    output: usize,
+    pub(super) output: usize,
     /// Slots in all.
-    slots: usize,
+    pub(super) slots: usize,
 }
 
 /// A value of the current block of rows in registers.
@@ -647,7 +647,14 @@ impl Lowerer<'_> {
             .nodes
             .iter()
             .any(|&k| row_reduce(g, &g.nodes[k]).is_some());
+        // A group skipping masked work lowers in the file its skips were
+        // planned for, or the compile starts again without them (its
+        // producer skipped tiles only this group's plan leaves unread).
+        let skip = self.skip_of(grp.seed);
         for (file, plan) in self.row_candidates(grp) {
+            if skip.as_ref().is_some_and(|s| s.file != file) {
+                continue;
+            }
             let (gr, gc) = self.e.granule(file);
             let attempt = self.attempt();
             let bufs = self.e.bufs.len();
@@ -658,6 +665,10 @@ impl Lowerer<'_> {
                 Ok(()) => return Ok(true),
                 Err(_) => self.undo(attempt),
             }
+        }
+        if skip.is_some() {
+            self.unskip = Some(grp.seed);
+            return Err(err("a row group skipping masked work does not lower"));
         }
         Ok(false)
     }
@@ -677,6 +688,7 @@ impl Lowerer<'_> {
         self.kept_b.clear();
         self.staged_rows.clear();
         let (rows, cols) = (out_home.rows, out_home.cols);
+        let skip = self.skip_of(grp.seed).filter(|s| s.file == file);
         let reg = Loc {
             place: Place::Reg(file),
             dtype: self.e.m.regfiles[file.index()].dtype,
@@ -821,31 +833,55 @@ impl Lowerer<'_> {
                     .collect()
             };
             for ((r, h), (c0, w0)) in order {
-                let block = RowBlock {
-                    tiles: &tiles,
-                    r,
-                    row0: r0 + r,
-                    h,
-                    c0,
-                    w0,
-                    gr,
-                    gc,
-                    reg,
-                };
-                let out = self
-                    .row_block(plan, &block, uniforms)
-                    .map_err(|e| err(format!("{}: {}", g.nodes[grp.nodes[0]].name, e.message)))?;
-                for (k, x) in out.iter().enumerate() {
-                    let c = c0 + k as i64 * gc;
-                    let w = gc.min(c0 + w0 - c);
-                    self.e
-                        .to_loc(
-                            Val::Reg(x.clone()),
-                            dst_loc,
-                            Some(&dst.view(r, c, h, w)),
-                            Pad::Dense,
-                        )
-                        .map_err(err)?;
+                // Columns past those the block needs are zeros ([`masked`]).
+                let need = skip.as_ref().map_or(cols, |s| s.need_rows(r0 + r, h));
+                let wn = w0.min(need - c0).max(0);
+                if wn > 0 {
+                    let block = RowBlock {
+                        tiles: &tiles,
+                        r,
+                        row0: r0 + r,
+                        h,
+                        c0,
+                        w0: wn,
+                        gr,
+                        gc,
+                        reg,
+                    };
+                    let out = self.row_block(plan, &block, uniforms).map_err(|e| {
+                        err(format!("{}: {}", g.nodes[grp.nodes[0]].name, e.message))
+                    })?;
+                    for (k, x) in out.iter().enumerate() {
+                        let c = c0 + k as i64 * gc;
+                        let w = gc.min(c0 + wn - c);
+                        self.e
+                            .to_loc(
+                                Val::Reg(x.clone()),
+                                dst_loc,
+                                Some(&dst.view(r, c, h, w)),
+                                Pad::Dense,
+                            )
+                            .map_err(err)?;
+                    }
+                }
+                if wn < w0 {
+                    let zero = self.uniform_reg(file, 0.0, uniforms)?;
+                    for c in (c0 + wn..c0 + w0).step_by(gc as usize) {
+                        let w = gc.min(c0 + w0 - c);
+                        let z = RegTile {
+                            rows: h,
+                            cols: w,
+                            ..zero.clone()
+                        };
+                        self.e
+                            .to_loc(
+                                Val::Reg(z),
+                                dst_loc,
+                                Some(&dst.view(r, c, h, w)),
+                                Pad::Dense,
+                            )
+                            .map_err(err)?;
+                    }
                 }
             }
             if to_home {
