@@ -656,14 +656,17 @@ impl Lowerer<'_> {
                 continue;
             }
             let (gr, gc) = self.e.granule(file);
-            let attempt = self.attempt();
-            let bufs = self.e.bufs.len();
-            match self
-                .row_region(grp, &plan, file, (gr, gc), reduces, &out_home)
-                .and_then(|()| self.fits_on_chip(bufs))
-            {
-                Ok(()) => return Ok(true),
-                Err(_) => self.undo(attempt),
+            // Repeated constants on chip whole if they fit, else by bands.
+            for whole in [true, false] {
+                let attempt = self.attempt();
+                let bufs = self.e.bufs.len();
+                match self
+                    .row_region(grp, &plan, file, (gr, gc), reduces, &out_home, whole)
+                    .and_then(|()| self.fits_on_chip(bufs))
+                {
+                    Ok(()) => return Ok(true),
+                    Err(_) => self.undo(attempt),
+                }
             }
         }
         if skip.is_some() {
@@ -673,7 +676,11 @@ impl Lowerer<'_> {
         Ok(false)
     }
 
-    /// The band and block loops of [`Self::row_group`].
+    /// The band and block loops of [`Self::row_group`]. With `whole`, a
+    /// constant the full shape repeats along leading dimensions (a mask
+    /// over every head) comes on chip whole, once, instead of by bands
+    /// with the sources (once per head).
+    #[allow(clippy::too_many_arguments)]
     fn row_region(
         &mut self,
         grp: &RowGroup,
@@ -682,6 +689,7 @@ impl Lowerer<'_> {
         (gr, gc): (i64, i64),
         reduces: bool,
         out_home: &super::Home,
+        whole: bool,
     ) -> Result<(), LowerError> {
         let g = self.g;
         self.kept_a = None;
@@ -727,6 +735,39 @@ impl Lowerer<'_> {
         let row_bytes = super::machine::rup(cols, gc) * 4 * staged.max(1);
         let band = ((self.tile_budget() / 16 / row_bytes.max(1)) / gr * gr).clamp(gr, 256.max(gr));
         let uniforms: &mut HashMap<u64, RegTile> = &mut HashMap::new();
+        // Repeated constants on chip whole: each with its rows.
+        let mut repeated: HashMap<ValueId, (MemTile, i64)> = HashMap::new();
+        if whole {
+            let mut waits = Vec::new();
+            for &v in &plan.consts {
+                let own = g.constants[&v].data.len() as i64 / cols.max(1);
+                let Val::Mem(t) = self.operand_tile(v, grp.output, 0, 0, own, cols)? else {
+                    continue;
+                };
+                let cland = self.landing_of(t.dtype)?;
+                let Place::Mem(cm) = cland.place else {
+                    continue;
+                };
+                if own >= rows || t.mem != self.info.home {
+                    continue;
+                }
+                let buf = self
+                    .e
+                    .buffer_padded(cm, cland.dtype, own, cols, Pad::Registers);
+                let (s, pieces) = self.stage_pieces(&t, cland, &buf)?;
+                waits.extend(pieces);
+                repeated.insert(v, (s, own));
+            }
+            for p in &waits {
+                self.e.ready(p).map_err(err)?;
+            }
+        }
+        // Bands within one repeat of those constants (a divisor of their rows).
+        let band = (1..=band / gr)
+            .rev()
+            .map(|k| k * gr)
+            .find(|b| repeated.values().all(|(_, own)| own % b == 0))
+            .unwrap_or(band);
         let stage = |l: &mut Self, r: i64| -> Result<Vec<MemTile>, LowerError> {
             let h = band.min(rows - r);
             let mut tiles = Vec::new();
@@ -753,6 +794,12 @@ impl Lowerer<'_> {
             // Constants at the full shape: the band's rows of them, from
             // their own rows where a band repeats consecutive ones.
             for &v in &plan.consts {
+                if let Some((s, own)) = repeated.get(&v)
+                    && r % own + h <= *own
+                {
+                    tiles.push(s.view(r % own, 0, h, cols));
+                    continue;
+                }
                 let Val::Mem(t) = l.operand_tile(v, grp.output, r, 0, h, cols)? else {
                     return Err(err("a constant's band is not in memory"));
                 };
