@@ -601,7 +601,14 @@ impl Lowerer<'_> {
             };
             peak = peak.max(live + extra);
         }
-        peak + uniforms.len() + 1
+        // Chunks of full-shape constants may be uniform registers (one
+        // per constant), and skipped columns store a register of zeros.
+        let consts = if plan.consts.is_empty() {
+            0
+        } else {
+            plan.consts.len() + 1
+        };
+        peak + uniforms.len() + 1 + consts
     }
 
     /// The register files that can compute group `grp` with its registers
@@ -1032,29 +1039,8 @@ impl Lowerer<'_> {
                                 ]
                             }
                             Arg::ConstRow(v) => self.const_row_regs(*v, b, &widths)?,
-                            Arg::Const(v) => {
-                                let at =
-                                    plan.sources.len()
-                                        + plan.consts.iter().position(|c| c == v).ok_or_else(
-                                            || err("a constant the plan does not stage"),
-                                        )?;
-                                let band = b
-                                    .tiles
-                                    .get(at)
-                                    .ok_or_else(|| err("a constant's band is missing"))?;
-                                let mut regs = Vec::new();
-                                for (k, &w) in widths.iter().enumerate() {
-                                    let c = b.c0 + k as i64 * gc;
-                                    let t = Val::Mem(band.view(b.r, c, h, w));
-                                    let Val::Reg(x) =
-                                        self.e.to_loc(t, b.reg, None, Pad::Dense).map_err(err)?
-                                    else {
-                                        return Err(err("a constant did not land in a register"));
-                                    };
-                                    regs.push(x);
-                                }
-                                regs
-                            }
+                            // Loaded chunk by chunk where it is used, below.
+                            Arg::Const(_) => Vec::new(),
                         });
                     }
                     let n = if st.row { 1 } else { widths.len() };
@@ -1063,7 +1049,17 @@ impl Lowerer<'_> {
                         let w = if st.row { wb } else { widths[k] };
                         let pick =
                             |xs: &Vec<RegTile>| shaped(&xs[if xs.len() == 1 { 0 } else { k }], w);
-                        let ops_k: Vec<RegTile> = per.iter().map(pick).collect();
+                        let mut ops_k: Vec<RegTile> = Vec::with_capacity(args.len());
+                        for (a, xs) in args.iter().zip(&per) {
+                            let x = match a {
+                                // A chunk of a full-shape constant, loaded just
+                                // before its one use: its register is free
+                                // again at once.
+                                Arg::Const(v) => self.const_chunk(plan, b, *v, k, uniforms)?,
+                                _ => pick(xs),
+                            };
+                            ops_k.push(x);
+                        }
                         let x = match ops_k.as_slice() {
                             [a] => ops::reg_unary(&mut self.e, *ew, a),
                             [a, b2] => ops::reg_binary(&mut self.e, *ew, a, b2),
@@ -1086,6 +1082,62 @@ impl Lowerer<'_> {
             Some(Held::Full(xs)) => Ok(xs),
             _ => Err(err("the output is not a full row")),
         }
+    }
+
+    /// Chunk `k` of full-shape constant `v` over block `b`, in a register:
+    /// a uniform register where the chunk holds one value (a causal mask
+    /// below its diagonal), else loaded from its band.
+    fn const_chunk(
+        &mut self,
+        plan: &Plan,
+        b: &RowBlock<'_>,
+        v: ValueId,
+        k: usize,
+        uniforms: &mut HashMap<u64, RegTile>,
+    ) -> Result<RegTile, LowerError> {
+        let c = b.c0 + k as i64 * b.gc;
+        let w = b.gc.min(b.c0 + b.w0 - c);
+        if let (Place::Reg(file), Some(x)) = (b.reg.place, self.chunk_uniform(v, b.row0, b.h, c, w))
+        {
+            let r = self.uniform_reg(file, x, uniforms)?;
+            return Ok(RegTile {
+                rows: b.h,
+                cols: w,
+                ..r
+            });
+        }
+        let at = plan.sources.len()
+            + plan
+                .consts
+                .iter()
+                .position(|c| *c == v)
+                .ok_or_else(|| err("a constant the plan does not stage"))?;
+        let band = b
+            .tiles
+            .get(at)
+            .ok_or_else(|| err("a constant's band is missing"))?;
+        let t = Val::Mem(band.view(b.r, c, b.h, w));
+        match self.e.to_loc(t, b.reg, None, Pad::Dense).map_err(err)? {
+            Val::Reg(x) => Ok(x),
+            _ => Err(err("a constant did not land in a register")),
+        }
+    }
+
+    /// The one value of rows `row0..row0 + h`, columns `c..c + w` of
+    /// constant `v` as the full shape reads it (its rows repeated), if one.
+    fn chunk_uniform(&self, v: ValueId, row0: i64, h: i64, c: i64, w: i64) -> Option<f64> {
+        let t = self.g.constants.get(&v)?;
+        let cols = *t.ty.shape.last()?;
+        let own = t.data.len() / cols.max(1);
+        let at = |r: i64| ((r as usize) % own.max(1)) * cols + c as usize;
+        let first = *t.data.get(at(row0))?;
+        (row0..row0 + h)
+            .all(|r| {
+                t.data
+                    .get(at(r)..at(r) + w as usize)
+                    .is_some_and(|xs| xs.iter().all(|x| x.to_bits() == first.to_bits()))
+            })
+            .then_some(first)
     }
 
     /// `k` in every element of a register of `file`, once per region:
