@@ -112,6 +112,22 @@ fn broadcast_rows(s: &[usize], full: &[usize]) -> bool {
     own.len() >= 2 && own.len() <= full.len() && *own == full[full.len() - own.len()..]
 }
 
+/// The one value of rows `row0..row0 + h`, columns `c..c + w` of constant
+/// `t` as a full shape repeating its rows reads it, if it has one.
+fn chunk_uniform(t: &crate::ir::Tensor, row0: i64, h: i64, c: i64, w: i64) -> Option<f64> {
+    let cols = *t.ty.shape.last()?;
+    let own = t.data.len() / cols.max(1);
+    let at = |r: i64| ((r as usize) % own.max(1)) * cols + c as usize;
+    let first = *t.data.get(at(row0))?;
+    (row0..row0 + h)
+        .all(|r| {
+            t.data
+                .get(at(r)..at(r) + w as usize)
+                .is_some_and(|xs| xs.iter().all(|x| x.to_bits() == first.to_bits()))
+        })
+        .then_some(first)
+}
+
 /// The value of a constant with one value in every element.
 fn uniform(g: &Graph, v: ValueId) -> Option<f64> {
     let t = g.constants.get(&v)?;
@@ -1097,8 +1113,13 @@ impl Lowerer<'_> {
     ) -> Result<RegTile, LowerError> {
         let c = b.c0 + k as i64 * b.gc;
         let w = b.gc.min(b.c0 + b.w0 - c);
-        if let (Place::Reg(file), Some(x)) = (b.reg.place, self.chunk_uniform(v, b.row0, b.h, c, w))
-        {
+        if let (Place::Reg(file), Some(x)) = (
+            b.reg.place,
+            self.g
+                .constants
+                .get(&v)
+                .and_then(|t| chunk_uniform(t, b.row0, b.h, c, w)),
+        ) {
             let r = self.uniform_reg(file, x, uniforms)?;
             return Ok(RegTile {
                 rows: b.h,
@@ -1121,23 +1142,6 @@ impl Lowerer<'_> {
             Val::Reg(x) => Ok(x),
             _ => Err(err("a constant did not land in a register")),
         }
-    }
-
-    /// The one value of rows `row0..row0 + h`, columns `c..c + w` of
-    /// constant `v` as the full shape reads it (its rows repeated), if one.
-    fn chunk_uniform(&self, v: ValueId, row0: i64, h: i64, c: i64, w: i64) -> Option<f64> {
-        let t = self.g.constants.get(&v)?;
-        let cols = *t.ty.shape.last()?;
-        let own = t.data.len() / cols.max(1);
-        let at = |r: i64| ((r as usize) % own.max(1)) * cols + c as usize;
-        let first = *t.data.get(at(row0))?;
-        (row0..row0 + h)
-            .all(|r| {
-                t.data
-                    .get(at(r)..at(r) + w as usize)
-                    .is_some_and(|xs| xs.iter().all(|x| x.to_bits() == first.to_bits()))
-            })
-            .then_some(first)
     }
 
     /// `k` in every element of a register of `file`, once per region:
@@ -1383,4 +1387,36 @@ struct RowBlock<'t> {
     gc: i64,
     /// The register file, as a place.
     reg: Loc,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunk_uniform;
+    use crate::ir::{ElemType, Tensor, TensorType};
+
+    #[test]
+    fn a_chunk_of_a_causal_mask_is_uniform_off_its_diagonal() {
+        // A 4x4 lower triangle of ones, read by a full shape of 8 rows
+        // (two heads).
+        let s = 4;
+        let data = (0..s * s)
+            .map(|i| f64::from(u8::from(i % s <= i / s)))
+            .collect();
+        let t = Tensor::new(
+            TensorType {
+                elem: ElemType::F32,
+                shape: vec![s, s],
+            },
+            data,
+        );
+        // Rows 2..4, columns 0..2: below the diagonal, all ones.
+        assert_eq!(chunk_uniform(&t, 2, 2, 0, 2), Some(1.0));
+        // The same rows of the second head (rows 6..8).
+        assert_eq!(chunk_uniform(&t, 6, 2, 0, 2), Some(1.0));
+        // Rows 0..2, columns 2..4: above it, all zeros.
+        assert_eq!(chunk_uniform(&t, 4, 2, 2, 2), Some(0.0));
+        // Across the diagonal: no one value.
+        assert_eq!(chunk_uniform(&t, 0, 2, 0, 2), None);
+        assert_eq!(chunk_uniform(&t, 1, 4, 0, 2), None);
+    }
 }
