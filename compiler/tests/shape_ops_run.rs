@@ -207,6 +207,37 @@ fn a_slice_of_a_value_kept_on_chip_is_copied_once() {
 }
 
 #[test]
+fn a_transpose_into_a_value_kept_in_bf16_converts_on_the_way() {
+    // relu(x) is kept on chip in f32; its transpose of the leading
+    // dimensions is read only by a product, so it is kept in bf16, the
+    // type the product reads. The rows go through the registers once,
+    // converted by the store (64 KiB of f32: 16 registers of 8 x 128 on
+    // vliw-systolic, one load and one store each), not first copied in
+    // f32 into a landing buffer and then converted out of it.
+    let t = NodeProto::new("Transpose", "t", &["r"], &["q"])
+        .with(AttributeProto::ints("perm", &[1, 0, 2]));
+    let mm = NodeProto::new("MatMul", "mm", &["q", "w"], &["y"]);
+    let w = onnx_util::ramp("w", &[128, 128], -0.01, 0.0001);
+    let g = build(vec![relu(), t, mm], &[64, 2, 128], &["y"], vec![w]);
+    let tg = targets::by_name("vliw-systolic").expect("target");
+    let m = tg.machine();
+    let inputs = compiler::run::random_inputs(&g, 3);
+    let r = compiler::run::run(tg, m, &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    let (_, n) = r
+        .compiled
+        .regions
+        .iter()
+        .find(|(name, _)| name.starts_with("Transpose("))
+        .expect("a transpose region");
+    assert!(
+        *n <= 2 * 16 + 4,
+        "{n} instructions: {:?}",
+        r.compiled.regions
+    );
+}
+
+#[test]
 fn a_join_kept_on_chip_takes_its_part_from_home_by_transfer() {
     // A KV cache's shape: the cache (an input, at home) joined with a new
     // row computed on chip, then read by a product. Kept on chip in dense

@@ -432,13 +432,21 @@ impl Lowerer<'_> {
             .clamp(1, most);
         // Rows kept on chip where tiles from home land, in their type: each
         // block is brought straight into them where one transfer takes it
-        // (no copy on chip after the transfer).
-        let direct = !shifted && Place::Mem(dst.mem) == land.place && dst.dtype == land.dtype;
+        // (no copy on chip after the transfer). From on chip, also into
+        // another type (a copy through the registers converting on the way,
+        // as into a value kept in bf16 for the products reading it).
+        let direct = !shifted
+            && Place::Mem(dst.mem) == land.place
+            && (dst.dtype == land.dtype || src.mem == dst.mem);
+        let into = Loc {
+            dtype: dst.dtype,
+            ..land
+        };
         for block in runs(pairs, budget as usize) {
             let h = block.len() as i64;
             let froms: Vec<i64> = block.iter().map(|p| p.0).collect();
             let tos: Vec<i64> = block.iter().map(|p| p.1).collect();
-            if direct && self.load_rows_into(src, dst, (&froms, &tos), (c0, d0), cols, land)? {
+            if direct && self.load_rows_into(src, dst, (&froms, &tos), (c0, d0), cols, into)? {
                 continue;
             }
             let mut c = 0;
