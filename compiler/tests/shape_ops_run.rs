@@ -238,6 +238,52 @@ fn a_transpose_into_a_value_kept_in_bf16_converts_on_the_way() {
 }
 
 #[test]
+fn a_slice_split_into_heads_and_transposed_is_copied_once() {
+    // Columns 128..384 of relu(x), split into two heads of 128 and moved
+    // head-major (attention's q, k or v from the projection's result): the
+    // transpose reads relu(x) itself, so the slice is not copied first.
+    let graph = |rows: i64| {
+        let i = |n: &str, v: &[i64]| TensorProto::from_i64(n, &[v.len() as i64], v);
+        let s = NodeProto::new("Slice", "s", &["r", "st", "en", "ax"], &["q"]);
+        let heads = NodeProto::new("Reshape", "heads", &["q", "shape"], &["qh"]);
+        let t = NodeProto::new("Transpose", "t", &["qh"], &["y"])
+            .with(AttributeProto::ints("perm", &[1, 0, 2]));
+        build(
+            vec![relu(), s, heads, t],
+            &[rows, 384],
+            &["y"],
+            vec![
+                i("st", &[128]),
+                i("en", &[384]),
+                i("ax", &[1]),
+                i("shape", &[rows, 2, 128]),
+            ],
+        )
+    };
+    let small = graph(8);
+    assert_eq!(
+        check(&small, "sliced transpose", &[]).len(),
+        targets::all().len()
+    );
+    let g = graph(64);
+    let tg = targets::by_name("vliw-systolic").expect("target");
+    let inputs = compiler::run::random_inputs(&g, 3);
+    let r = compiler::run::run(tg, tg.machine(), &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    let regions = &r.compiled.regions;
+    assert!(
+        !regions.iter().any(|(name, _)| name.starts_with("Slice(")),
+        "{regions:?}"
+    );
+    // 64 KiB of f32: 16 registers of 8 x 128, one load and one store each.
+    let (_, n) = regions
+        .iter()
+        .find(|(name, _)| name.starts_with("Transpose("))
+        .expect("a transpose region");
+    assert!(*n <= 2 * 16 + 4, "{n} instructions: {regions:?}");
+}
+
+#[test]
 fn a_join_kept_on_chip_takes_its_part_from_home_by_transfer() {
     // A KV cache's shape: the cache (an input, at home) joined with a new
     // row computed on chip, then read by a product. Kept on chip in dense

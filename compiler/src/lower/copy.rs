@@ -7,7 +7,7 @@
 use super::emit::{MemTile, Pad, Val};
 use super::machine::{Loc, Place};
 use super::{Home, LowerError, Lowerer, err};
-use crate::ir::Node;
+use crate::ir::{Node, Op};
 
 /// Row-major strides of the leading dimensions of a shape (the rows of its matrix view).
 fn row_strides(shape: &[usize]) -> Vec<i64> {
@@ -158,8 +158,33 @@ impl Lowerer<'_> {
                 (src, i as i64)
             })
             .collect();
-        let (src, dst) = (self.home_of(x)?, self.home_of(out)?);
-        self.copy_rows(&src, &dst, &pairs, 0, 0, *os.last().unwrap_or(&1) as i64)
+        let dst = self.home_of(out)?;
+        let w = *os.last().unwrap_or(&1) as i64;
+        if let Some(sl) = self.sliced.get(&x).cloned() {
+            // A slice of columns not lowered: its input as rows of `w`
+            // where its rows are dense; else the slice is copied now.
+            let whole = self.home_of(sl.input)?;
+            if whole.pitch == whole.cols && whole.batch.is_none() {
+                let src = Home {
+                    rows: whole.rows * sl.per_row,
+                    cols: w,
+                    pitch: w,
+                    ..whole
+                };
+                let pairs: Vec<(i64, i64)> = pairs
+                    .iter()
+                    .map(|&(f, t)| ((f / sl.pieces) * sl.per_row + sl.first + f % sl.pieces, t))
+                    .collect();
+                return self.copy_rows(&src, &dst, &pairs, 0, 0, w);
+            }
+            let slice = &g.nodes[sl.nodes[0]];
+            let Op::Slice { starts, steps, .. } = &slice.op else {
+                return Err(err("a sliced transpose without its slice"));
+            };
+            self.slice(slice, starts, steps)?;
+        }
+        let src = self.home_of(x)?;
+        self.copy_rows(&src, &dst, &pairs, 0, 0, w)
     }
 
     /// A view whose rows differ from its input's padded ones: the elements

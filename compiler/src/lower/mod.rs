@@ -185,6 +185,23 @@ struct Attempt {
     packed_panels: HashMap<(ValueId, String), (Vec<MemTile>, i64)>,
 }
 
+/// A slice of columns (and the reshape splitting it into rows of `width`)
+/// not lowered: the transpose reading it reads its input as rows of
+/// `width` ([`Lowerer::sliced_transposes`]). Row `i` of the transpose's
+/// input is row `(i / pieces) * per_row + first + i % pieces` of that view.
+#[derive(Clone, Debug)]
+pub(crate) struct Sliced {
+    /// The slice's input.
+    input: ValueId,
+    /// The slice node, and the reshape's if any.
+    nodes: Vec<usize>,
+    /// The slice's first column, its columns and its input's columns, in
+    /// rows of the transpose's last dimension.
+    first: i64,
+    pieces: i64,
+    per_row: i64,
+}
+
 /// Where a value lives: in the home memory, or kept on chip in a buffer
 /// (an intermediate of a fused region, see [`fuse`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -349,6 +366,10 @@ struct Lowerer<'a> {
     b_transposes: std::collections::HashSet<usize>,
     /// Those lowered after all (a product could not read the input so).
     lowered_transposes: std::collections::HashSet<usize>,
+    /// Slices of columns read only by a transpose that moves rows
+    /// ([`Lowerer::sliced_transposes`]): not lowered; the transpose reads
+    /// the slice's input. By the transpose's input.
+    sliced: HashMap<ValueId, Sliced>,
     /// Buffers holding values kept on chip across regions, and the last
     /// node reading each.
     kept_until: HashMap<usize, usize>,
@@ -745,6 +766,7 @@ fn compile_once(
             transposed: Vec::new(),
             b_transposes: Default::default(),
             lowered_transposes: Default::default(),
+            sliced: HashMap::new(),
             kept_until: HashMap::new(),
             lowering_node: 0,
             residency_blocked: None,
@@ -790,6 +812,7 @@ fn compile_once(
         if opts.layout_fusion {
             l.transposed = Lowerer::transposed_products(g);
             l.b_transposes = l.b_transposes();
+            l.sliced = l.sliced_transposes();
         }
         l.evicted = evicted;
         l
@@ -1152,6 +1175,84 @@ impl Lowerer<'_> {
         out
     }
 
+    /// Slices of the last dimension only (step 1), maybe split by a
+    /// reshape into rows of `w` (heads), whose one reader is a transpose
+    /// keeping the last dimension that is lowered as a copy of rows (not
+    /// left to the products reading it): the transpose reads the slice's
+    /// input as rows of `w`, so the columns are copied once, not twice
+    /// (attention's split of the projection's result into q, k and v, each
+    /// then into heads).
+    fn sliced_transposes(&self) -> HashMap<ValueId, Sliced> {
+        let g = self.g;
+        let readers = |v: ValueId| -> Vec<usize> {
+            (0..g.nodes.len())
+                .filter(|&k| g.nodes[k].inputs.contains(&v))
+                .collect()
+        };
+        let mut out = HashMap::new();
+        for (si, n) in g.nodes.iter().enumerate() {
+            let Op::Slice { starts, steps, .. } = &n.op else {
+                continue;
+            };
+            let (x, y) = (n.inputs[0], n.outputs[0]);
+            let (xs, ys) = (&g.ty(x).shape, &g.ty(y).shape);
+            let r = xs.len();
+            if r == 0
+                || xs[..r - 1] != ys[..r - 1]
+                || steps.iter().any(|&s| s != 1)
+                || g.outputs.contains(&y)
+                || g.constants.contains_key(&x)
+            {
+                continue;
+            }
+            let (width, sw) = (xs[r - 1] as i64, ys[r - 1] as i64);
+            let mut nodes = vec![si];
+            let (mut v, mut w) = (y, sw);
+            // A reshape splitting the last dimension into pieces of `w`.
+            if let [k] = readers(y).as_slice()
+                && matches!(g.nodes[*k].op, Op::Reshape { .. })
+            {
+                let o = g.nodes[*k].outputs[0];
+                let os = &g.ty(o).shape;
+                let pw = *os.last().unwrap_or(&0) as i64;
+                let split = os.len() == r + 1
+                    && os[..r - 1] == ys[..r - 1]
+                    && pw > 0
+                    && os[r - 1] as i64 * pw == sw;
+                if !split || g.outputs.contains(&o) {
+                    continue;
+                }
+                nodes.push(*k);
+                (v, w) = (o, pw);
+            }
+            let after = readers(v);
+            let [t] = after.as_slice() else {
+                continue;
+            };
+            let rank = g.ty(v).shape.len();
+            let moves_rows = matches!(&g.nodes[*t].op,
+                Op::Transpose { perm } if perm.last() == Some(&(rank - 1))
+                    && perm.iter().enumerate().any(|(i, p)| i != *p));
+            let skipped = self.dot_transposes.contains(t)
+                || self.b_transposes.contains(t)
+                || self.transposed.iter().any(|&(k, _)| k == *t);
+            let c0 = starts[r - 1];
+            if moves_rows && !skipped && width % w == 0 && c0 % w == 0 {
+                out.insert(
+                    v,
+                    Sliced {
+                        input: x,
+                        nodes,
+                        first: c0 / w,
+                        pieces: sw / w,
+                        per_row: width / w,
+                    },
+                );
+            }
+        }
+        out
+    }
+
     /// The transpose in [`Self::b_transposes`] (not lowered after all) that
     /// makes `b`, through views of the same shape.
     fn b_transpose_of(&self, b: ValueId) -> Option<usize> {
@@ -1323,6 +1424,8 @@ impl Lowerer<'_> {
                 made.insert(o, k);
             }
             for i in &n.inputs {
+                // A slice its transpose reads through is read as its input.
+                let i = self.sliced.get(i).map_or(i, |s| &s.input);
                 let root = *alias.get(i).unwrap_or(i);
                 last.insert(root, k);
                 *readers.entry(root).or_default() += 1;
@@ -1356,6 +1459,7 @@ impl Lowerer<'_> {
             .flat_map(|r| r.inner(g))
             .chain(self.dot_transposes.iter().map(|&t| g.nodes[t].outputs[0]))
             .chain(self.b_transposes.iter().map(|&t| g.nodes[t].outputs[0]))
+            .chain(self.sliced.values().map(|s| g.nodes[s.nodes[0]].outputs[0]))
             .collect();
         let in_epilogue = self.fused_into_epilogues(alias);
         let candidate = |v: ValueId| {
@@ -1751,6 +1855,10 @@ impl Lowerer<'_> {
                 }
             }
             match &n.op {
+                // A slice's reshape its transpose reads through.
+                Op::Reshape { .. } if self.sliced.values().any(|s| s.nodes.contains(&ni)) => {
+                    continue;
+                }
                 Op::Reshape { .. } | Op::Identity => {
                     if g.constants.contains_key(&n.inputs[0]) {
                         return Err(Self::node_err(n, "a view of a constant was not folded"));
@@ -1781,6 +1889,10 @@ impl Lowerer<'_> {
                     return Err(Self::node_err(n, "integer division is not supported yet"));
                 }
                 Op::Transpose { perm } if perm.iter().enumerate().all(|(i, p)| i == *p) => continue,
+                // Its transpose reads its input.
+                Op::Slice { .. } if self.sliced.values().any(|s| s.nodes.contains(&ni)) => {
+                    continue;
+                }
                 Op::Slice { starts, steps, .. } => {
                     let before = self.e.code.len();
                     self.slice(n, starts, steps)
