@@ -265,6 +265,30 @@ fn a_slice_split_into_heads_and_transposed_is_copied_once() {
         check(&small, "sliced transpose", &[]).len(),
         targets::all().len()
     );
+    // Rows padded on chip (96 columns in rows of 128): the slice is copied
+    // first after all, where the transpose is lowered.
+    let i = |n: &str, v: &[i64]| TensorProto::from_i64(n, &[v.len() as i64], v);
+    let padded = build(
+        vec![
+            relu(),
+            NodeProto::new("Slice", "s", &["r", "st", "en", "ax"], &["q"]),
+            NodeProto::new("Reshape", "heads", &["q", "shape"], &["qh"]),
+            NodeProto::new("Transpose", "t", &["qh"], &["y"])
+                .with(AttributeProto::ints("perm", &[1, 0, 2])),
+        ],
+        &[8, 96],
+        &["y"],
+        vec![
+            i("st", &[32]),
+            i("en", &[96]),
+            i("ax", &[1]),
+            i("shape", &[8, 2, 32]),
+        ],
+    );
+    assert_eq!(
+        check(&padded, "sliced transpose of padded rows", &[]).len(),
+        targets::all().len()
+    );
     let g = graph(64);
     let tg = targets::by_name("vliw-systolic").expect("target");
     let inputs = compiler::run::random_inputs(&g, 3);
