@@ -116,19 +116,15 @@ impl Work {
                     let need = s.need_rows(a0 + r, h).max(1);
                     super::machine::cdiv(need, tk.max(1)).min(kt)
                 });
-                for c in (0..n).step_by(tn.max(1) as usize) {
-                    all_tiles += 1;
-                    all_steps += kt;
-                    if self
-                        .out
-                        .as_ref()
-                        .is_some_and(|s| c >= s.need_rows(o0 + r, h))
-                    {
-                        continue;
-                    }
-                    tiles += 1;
-                    steps += run;
-                }
+                let nt = super::machine::cdiv(n, tn.max(1));
+                // The column tiles starting before the columns the reader needs.
+                let read = self.out.as_ref().map_or(nt, |s| {
+                    super::machine::cdiv(s.need_rows(o0 + r, h).min(n), tn.max(1))
+                });
+                all_tiles += nt;
+                all_steps += nt * kt;
+                tiles += read;
+                steps += read * run;
             }
         }
         let f = |x: i64, all: i64| if all == 0 { 1.0 } else { x as f64 / all as f64 };

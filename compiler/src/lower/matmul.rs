@@ -543,10 +543,11 @@ impl Lowerer<'_> {
     /// visiting order: per step the instruction's occupancy (from the
     /// generated timing tables), plus bringing its operands from home
     /// (the home memory's latency once per tile when runs are staged, else
-    /// once per step; the bytes, in the type each operand comes from home
-    /// in (`src`, bytes per element of `A` and `B`), over its bandwidth;
-    /// operands resident at home are read by the instruction itself); each
-    /// output tile goes back home. An operand staged on chip for one tile
+    /// once per step, none when both are kept on chip; the bytes, in the
+    /// type each operand comes from home in (`src`, bytes per element of
+    /// `A` and `B`), over its bandwidth; operands resident at home are read
+    /// by the instruction itself); each output tile goes back home, unless
+    /// the result is kept on chip. An operand staged on chip for one tile
     /// serves the next tiles of the same rows (`A`, rows first) or columns
     /// (`B`, columns first) when operand reuse is on and its run holds the
     /// whole reduction. Where a mask makes some tiles or reduction steps

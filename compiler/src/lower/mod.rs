@@ -185,12 +185,13 @@ struct Attempt {
     packed_panels: HashMap<(ValueId, String), (Vec<MemTile>, i64)>,
 }
 
-/// A slice of columns (and the reshape splitting it into rows of `width`)
-/// not lowered: the transpose reading it reads its input as rows of
-/// `width` ([`Lowerer::sliced_transposes`]). Row `i` of the transpose's
-/// input is row `(i / pieces) * per_row + first + i % pieces` of that view.
+/// A slice of columns (and the reshape splitting it into heads) not
+/// lowered: the transpose reading it reads the slice's input as rows of
+/// the transpose's last dimension ([`Lowerer::sliced_transposes`]). Row
+/// `i` of the transpose's input is row `(i / pieces) * per_row + first +
+/// i % pieces` of that view.
 #[derive(Clone, Debug)]
-pub(crate) struct Sliced {
+struct Sliced {
     /// The slice's input.
     input: ValueId,
     /// The slice node, and the reshape's if any.
