@@ -187,6 +187,10 @@ pub(super) fn skip(
     let full = &g.ty(grp.output).shape;
     let cols = *full.last()?;
     let rows: usize = full[..full.len() - 1].iter().product();
+    // A row of one chunk is computed whole.
+    if cols as i64 <= gc {
+        return None;
+    }
     // The rows after which every constant the plan reads repeats.
     let mut period = 1usize;
     let mut consts = Vec::new();
@@ -252,11 +256,16 @@ pub(super) fn skip(
                             }
                             Arg::OuterRow(_) => Abs::Live,
                         };
-                        let a: Vec<Abs> = args.iter().map(arg).collect();
+                        // Operands (at most three: a multiply-add).
+                        let mut ops = [Abs::Live; 3];
+                        for (o, x) in ops.iter_mut().zip(args) {
+                            *o = arg(x);
+                        }
+                        let a = &ops[..args.len().min(3)];
                         // `x - max(x)`.
                         let less_max = matches!(args.as_slice(),
                             [Arg::Slot(x), Arg::Slot(m)] if maxima.contains(&(*m, *x)));
-                        match (ew, a.as_slice()) {
+                        match (ew, a) {
                             (Ew::Add, [x, y]) => add(*x, *y),
                             (Ew::Mul, [x, y]) => mul(*x, *y),
                             (Ew::MulAdd, [x, y, z]) => add(mul(*x, *y), *z),
