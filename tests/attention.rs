@@ -113,17 +113,7 @@ fn sdpa_scaled(s: usize, d: usize, extra: bool, mask: bool, scale: bool) -> Grap
         g.inputs.push(m);
         x = one(&mut g, "masked", Op::Add, vec![x, m]);
     }
-    let red = |kind| Op::Reduce {
-        kind,
-        axes: vec![1],
-        keepdims: true,
-    };
-    let mx = one(&mut g, "max", red(ReduceKind::Max), vec![x]);
-    let d_ = one(&mut g, "shifted", Op::Sub, vec![x, mx]);
-    let e = one(&mut g, "exp", Op::Unary(Unary::Exp), vec![d_]);
-    let z = one(&mut g, "sum", red(ReduceKind::Sum), vec![e]);
-    let p = one(&mut g, "probs", Op::Div, vec![e, z]);
-    let o = one(&mut g, "context", Op::MatMul, vec![p, v]);
+    let (p, o) = softmax_times(&mut g, x, v);
     g.outputs.push(o);
     if extra {
         g.outputs.push(p);
@@ -266,19 +256,29 @@ fn causal(h: usize, s: usize, d: usize, full_rows: &[usize]) -> Graph {
     let m = g.add_constant("tril", Tensor::new(ty(ElemType::Bool, vec![s, s]), tril));
     let lo = g.add_constant("lo", Tensor::new(f(vec![]), vec![-1e9]));
     let x = one(&mut g, "masked", Op::Where, vec![m, x, lo]);
-    let red = |kind| Op::Reduce {
-        kind,
-        axes: vec![2],
-        keepdims: true,
-    };
-    let mx = one(&mut g, "max", red(ReduceKind::Max), vec![x]);
-    let d_ = one(&mut g, "shifted", Op::Sub, vec![x, mx]);
-    let e = one(&mut g, "exp", Op::Unary(Unary::Exp), vec![d_]);
-    let z = one(&mut g, "sum", red(ReduceKind::Sum), vec![e]);
-    let p = one(&mut g, "probs", Op::Div, vec![e, z]);
-    let o = one(&mut g, "context", Op::MatMul, vec![p, v]);
+    let (_, o) = softmax_times(&mut g, x, v);
     g.outputs.push(o);
     g
+}
+
+/// The softmax of `x` along its last dimension, then its product with
+/// `v`: the probabilities and the context.
+fn softmax_times(g: &mut Graph, x: ValueId, v: ValueId) -> (ValueId, ValueId) {
+    let last = g.ty(x).shape.len() - 1;
+    let mut one = |name: &str, op: Op, ins: Vec<ValueId>| -> ValueId {
+        g.add_node(name, op, ins).expect("node")[0]
+    };
+    let red = |kind| Op::Reduce {
+        kind,
+        axes: vec![last],
+        keepdims: true,
+    };
+    let mx = one("max", red(ReduceKind::Max), vec![x]);
+    let d_ = one("shifted", Op::Sub, vec![x, mx]);
+    let e = one("exp", Op::Unary(Unary::Exp), vec![d_]);
+    let z = one("sum", red(ReduceKind::Sum), vec![e]);
+    let p = one("probs", Op::Div, vec![e, z]);
+    (p, one("context", Op::MatMul, vec![p, v]))
 }
 
 /// The count of instructions whose mnemonic starts with `prefix`.

@@ -21,6 +21,23 @@ fn check(g: &compiler::ir::Graph, what: &str, may_refuse: &[&str]) -> Vec<&'stat
     run_everywhere(g, 5, what, may_refuse)
 }
 
+/// Runs `g` on vliw-systolic, checks its outputs against the interpreter,
+/// and returns the regions and the instruction count of the first whose
+/// name starts with `prefix`.
+fn vliw_region(g: &compiler::ir::Graph, prefix: &str) -> (Vec<(String, usize)>, usize) {
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let inputs = compiler::run::random_inputs(g, 3);
+    let r = compiler::run::run(t, t.machine(), g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    let regions = r.compiled.regions;
+    let n = regions
+        .iter()
+        .find(|(name, _)| name.starts_with(prefix))
+        .map(|(_, n)| *n)
+        .unwrap_or_else(|| panic!("no {prefix} region: {regions:?}"));
+    (regions, n)
+}
+
 fn relu() -> NodeProto {
     NodeProto::new("Relu", "relu", &["x"], &["r"])
 }
@@ -188,22 +205,8 @@ fn a_slice_of_a_value_kept_on_chip_is_copied_once() {
         &["y"],
         vec![i("st", 128), i("en", 384), i("ax", 1), w],
     );
-    let t = targets::by_name("vliw-systolic").expect("target");
-    let m = t.machine();
-    let inputs = compiler::run::random_inputs(&g, 3);
-    let r = compiler::run::run(t, m, &g, &inputs, None).expect("runs");
-    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
-    let (_, n) = r
-        .compiled
-        .regions
-        .iter()
-        .find(|(name, _)| name.starts_with("Slice("))
-        .expect("a slice region");
-    assert!(
-        *n <= 2 * 16 + 4,
-        "{n} instructions: {:?}",
-        r.compiled.regions
-    );
+    let (regions, n) = vliw_region(&g, "Slice(");
+    assert!(n <= 2 * 16 + 4, "{n} instructions: {regions:?}");
 }
 
 #[test]
@@ -219,22 +222,8 @@ fn a_transpose_into_a_value_kept_in_bf16_converts_on_the_way() {
     let mm = NodeProto::new("MatMul", "mm", &["q", "w"], &["y"]);
     let w = onnx_util::ramp("w", &[128, 128], -0.01, 0.0001);
     let g = build(vec![relu(), t, mm], &[64, 2, 128], &["y"], vec![w]);
-    let tg = targets::by_name("vliw-systolic").expect("target");
-    let m = tg.machine();
-    let inputs = compiler::run::random_inputs(&g, 3);
-    let r = compiler::run::run(tg, m, &g, &inputs, None).expect("runs");
-    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
-    let (_, n) = r
-        .compiled
-        .regions
-        .iter()
-        .find(|(name, _)| name.starts_with("Transpose("))
-        .expect("a transpose region");
-    assert!(
-        *n <= 2 * 16 + 4,
-        "{n} instructions: {:?}",
-        r.compiled.regions
-    );
+    let (regions, n) = vliw_region(&g, "Transpose(");
+    assert!(n <= 2 * 16 + 4, "{n} instructions: {regions:?}");
 }
 
 #[test]
@@ -290,21 +279,13 @@ fn a_slice_split_into_heads_and_transposed_is_copied_once() {
         targets::all().len()
     );
     let g = graph(64);
-    let tg = targets::by_name("vliw-systolic").expect("target");
-    let inputs = compiler::run::random_inputs(&g, 3);
-    let r = compiler::run::run(tg, tg.machine(), &g, &inputs, None).expect("runs");
-    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
-    let regions = &r.compiled.regions;
+    let (regions, n) = vliw_region(&g, "Transpose(");
     assert!(
         !regions.iter().any(|(name, _)| name.starts_with("Slice(")),
         "{regions:?}"
     );
     // 64 KiB of f32: 16 registers of 8 x 128, one load and one store each.
-    let (_, n) = regions
-        .iter()
-        .find(|(name, _)| name.starts_with("Transpose("))
-        .expect("a transpose region");
-    assert!(*n <= 2 * 16 + 4, "{n} instructions: {regions:?}");
+    assert!(n <= 2 * 16 + 4, "{n} instructions: {regions:?}");
 }
 
 #[test]
