@@ -153,6 +153,21 @@ const RESERVED: u32 = u32::MAX;
 /// Allocates physical registers. Physical registers the code names directly
 /// (fixed operands) are never given to a virtual register.
 pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegisters> {
+    allocate_sided(m, code, |_, _| None)
+}
+
+/// [`allocate`], where `side(file, virtual)` may name the half of a file
+/// of 16 registers or more that a virtual register prefers: a free
+/// register of that half is chosen if there is one (else any). Consecutive
+/// blocks of rows of a row group prefer alternate halves, so a block's
+/// registers were last read by the block before the one before it, not by
+/// the final stores of the one just before (which the scheduler could not
+/// move it above).
+pub fn allocate_sided(
+    m: &Machine,
+    code: &[VInst],
+    side: impl Fn(usize, u32) -> Option<u8>,
+) -> Result<Vec<MInst>, OutOfRegisters> {
     let last = last_uses(m, code);
     let roles = all_roles(m);
     // Per file: which virtual register each physical register holds.
@@ -212,12 +227,19 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
                             })
                             .flatten();
                         let file = &mut holds[f.index()];
+                        let half = file.len() / 2;
+                        let wanted = |p: usize| match side(f.index(), v) {
+                            Some(s) if half >= 8 => (p >= half) == (s == 1),
+                            _ => true,
+                        };
+                        let free_in = |want: bool| {
+                            (0..file.len())
+                                .filter(|&p| file[p].is_none() && (!want || wanted(p)))
+                                .min_by_key(|&p| freed[f.index()][p])
+                        };
                         let p = if let Some(d) = donor {
                             donors.remove(d).2 as usize
-                        } else if let Some(p) = (0..file.len())
-                            .filter(|&p| file[p].is_none())
-                            .min_by_key(|&p| freed[f.index()][p])
-                        {
+                        } else if let Some(p) = free_in(true).or_else(|| free_in(false)) {
                             // The register free the longest: the fewest false
                             // (write-after-read) dependences for the scheduler.
                             p

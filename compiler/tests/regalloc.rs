@@ -2,7 +2,7 @@
 //! target (32 vector registers), each result judged by the independent
 //! checker, and the checker judged on allocations made wrong on purpose.
 
-use compiler::regalloc::{VInst, VOperand, allocate, check, in_place, roles};
+use compiler::regalloc::{VInst, VOperand, allocate, allocate_sided, check, in_place, roles};
 use isa_specs::Machine;
 use isa_specs::model::RegFileId;
 use isa_specs::target::OpValue;
@@ -220,6 +220,56 @@ fn thirty_two_live_values_fit_thirty_three_do_not() {
     let err = allocate(m, &reduction(m, 33)).expect_err("33 live values do not fit");
     assert_eq!((err.file.as_str(), err.available, err.at), ("v", 32, 32));
     assert!(err.to_string().contains("registers of `v`"), "{err}");
+}
+
+#[test]
+fn blocks_preferring_alternate_halves_take_registers_from_them() {
+    let m = machine();
+    // Six blocks of four loads summed and stored, one after another.
+    let mut code = Vec::new();
+    for b in 0..6u32 {
+        let base = b * 7;
+        for k in 0..4 {
+            code.push(inst(m, "vld", vec![v(m, base + k), addr(u64::from(k))]));
+        }
+        code.push(inst(
+            m,
+            "vadd",
+            vec![v(m, base + 4), v(m, base), v(m, base + 1)],
+        ));
+        code.push(inst(
+            m,
+            "vadd",
+            vec![v(m, base + 5), v(m, base + 2), v(m, base + 3)],
+        ));
+        code.push(inst(
+            m,
+            "vadd",
+            vec![v(m, base + 6), v(m, base + 4), v(m, base + 5)],
+        ));
+        code.push(inst(m, "vst", vec![addr(1000), v(m, base + 6)]));
+    }
+    let side = |_: usize, x: u32| Some(((x / 7) % 2) as u8);
+    let out = allocate_sided(m, &code, side).expect("allocates");
+    check(m, &code, &out).expect("checker accepts");
+    // Each block's registers lie in its half of the 32.
+    for (vi, mi) in code.iter().zip(&out) {
+        for (a, b) in vi.operands.iter().zip(&mi.operands) {
+            if let (VOperand::Virtual(_, x), OpValue::Reg(r)) = (a, b) {
+                assert_eq!(*r >= 16, (x / 7) % 2 == 1, "v{x} in r{r}");
+            }
+        }
+    }
+    // Without the preference, freed-longest-first spreads the blocks over
+    // the whole file.
+    let plain = allocate(m, &code).expect("allocates");
+    let high = |out: &[isa_specs::target::MInst], block: usize| {
+        out[block * 8..block * 8 + 8]
+            .iter()
+            .flat_map(|i| &i.operands)
+            .any(|o| matches!(o, OpValue::Reg(r) if *r >= 16))
+    };
+    assert!(high(&plain, 4), "{:?}", &plain[32..40]);
 }
 
 #[test]

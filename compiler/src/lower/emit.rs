@@ -231,6 +231,11 @@ pub struct Emitter<'a> {
     pub column_chunks: bool,
     /// Code so far.
     pub code: Vec<VInst>,
+    /// The half of each register file new virtual registers prefer
+    /// ([`crate::regalloc::allocate_sided`]), while set.
+    pub side: Option<u8>,
+    /// The half each virtual register prefers, by file and number.
+    pub sides: std::collections::HashMap<(usize, u32), u8>,
     /// Buffers so far.
     pub bufs: Vec<BufInfo>,
     /// `(instruction, operand, buffer)`: addresses relative to a buffer's base.
@@ -259,6 +264,8 @@ impl<'a> Emitter<'a> {
             spread_transfers: true,
             column_chunks: false,
             code: Vec::new(),
+            side: None,
+            sides: Default::default(),
             bufs: Vec::new(),
             fixups: Vec::new(),
             next_vreg: vec![0; m.regfiles.len()],
@@ -306,6 +313,9 @@ impl<'a> Emitter<'a> {
     pub fn vreg(&mut self, file: RegFileId) -> u32 {
         let v = self.next_vreg[file.index()];
         self.next_vreg[file.index()] += 1;
+        if let Some(s) = self.side {
+            self.sides.insert((file.index(), v), s);
+        }
         v
     }
 

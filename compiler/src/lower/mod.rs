@@ -2939,7 +2939,10 @@ impl Lowerer<'_> {
         }
         let code = std::mem::take(&mut self.e.code);
         let insts = times
-            .time("registers", || regalloc::allocate(m, &code))
+            .time("registers", || {
+                let sides = &self.e.sides;
+                regalloc::allocate_sided(m, &code, |f, v| sides.get(&(f, v)).copied())
+            })
             .map_err(|e| err(e.to_string()))?;
         times.time("check registers", || {
             regalloc::check(m, &code, &insts)

@@ -683,10 +683,9 @@ impl Lowerer<'_> {
             for whole in [true, false] {
                 let attempt = self.attempt();
                 let bufs = self.e.bufs.len();
-                match self
-                    .row_region(grp, &plan, file, (gr, gc), reduces, &out_home, whole)
-                    .and_then(|()| self.fits_on_chip(bufs))
-                {
+                let done = self.row_region(grp, &plan, file, (gr, gc), reduces, &out_home, whole);
+                self.e.side = None;
+                match done.and_then(|()| self.fits_on_chip(bufs)) {
                     Ok(()) => return Ok(true),
                     Err(_) => self.undo(attempt),
                 }
@@ -902,7 +901,11 @@ impl Lowerer<'_> {
                     .flat_map(|&b| pieces.iter().map(move |&p| (b, p)))
                     .collect()
             };
-            for ((r, h), (c0, w0)) in order {
+            for (i, ((r, h), (c0, w0))) in order.into_iter().enumerate() {
+                // Consecutive blocks prefer alternate halves of the file.
+                if self.opts.pipeline_tiles {
+                    self.e.side = Some((i % 2) as u8);
+                }
                 // Columns past those the block needs are zeros ([`masked`]).
                 let need = skip.as_ref().map_or(cols, |s| s.need_rows(r0 + r, h));
                 let wn = w0.min(need - c0).max(0);
