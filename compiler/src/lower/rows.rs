@@ -1057,9 +1057,8 @@ impl Lowerer<'_> {
                                         .map_err(err)?,
                                 ]
                             }
-                            Arg::ConstRow(v) => self.const_row_regs(*v, b, &widths)?,
-                            // Loaded chunk by chunk where it is used, below.
-                            Arg::Const(_) => Vec::new(),
+                            // Loaded chunk by chunk where they are used, below.
+                            Arg::ConstRow(_) | Arg::Const(_) => Vec::new(),
                         });
                     }
                     let n = if st.row { 1 } else { widths.len() };
@@ -1075,6 +1074,7 @@ impl Lowerer<'_> {
                                 // before its one use: its register is free
                                 // again at once.
                                 Arg::Const(v) => self.const_chunk(plan, b, *v, k, uniforms)?,
+                                Arg::ConstRow(v) => shaped(&self.const_row_chunk(*v, b, k)?, w),
                                 _ => pick(xs),
                             };
                             ops_k.push(x);
@@ -1269,36 +1269,32 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    /// Constant row `v`, chunk by chunk, in every row of a register.
-    fn const_row_regs(
+    /// Chunk `k` of constant row `v` over block `b`, in every row of a register.
+    fn const_row_chunk(
         &mut self,
         v: ValueId,
         b: &RowBlock<'_>,
-        widths: &[i64],
-    ) -> Result<Vec<RegTile>, LowerError> {
+        k: usize,
+    ) -> Result<RegTile, LowerError> {
         let row = self.const_row_staged(v)?;
         let Place::Reg(file) = b.reg.place else {
             return Err(err("not a register file"));
         };
-        let mut regs = Vec::with_capacity(widths.len());
-        for (k, &w) in widths.iter().enumerate() {
-            let c = b.c0 + k as i64 * b.gc;
-            let s = row.view(0, c, 1, w);
-            let x = if b.h > 1 {
-                ops::load_row_broadcast(&mut self.e, &s, file, (b.gr, b.gc), b.h, w).map_err(err)?
-            } else {
-                match self
-                    .e
-                    .to_loc(Val::Mem(s), b.reg, None, Pad::Dense)
-                    .map_err(err)?
-                {
-                    Val::Reg(x) => x,
-                    _ => return Err(err("a constant row did not land in a register")),
-                }
-            };
-            regs.push(x);
+        let c = b.c0 + k as i64 * b.gc;
+        let w = b.gc.min(b.c0 + b.w0 - c);
+        let s = row.view(0, c, 1, w);
+        if b.h > 1 {
+            return ops::load_row_broadcast(&mut self.e, &s, file, (b.gr, b.gc), b.h, w)
+                .map_err(err);
         }
-        Ok(regs)
+        match self
+            .e
+            .to_loc(Val::Mem(s), b.reg, None, Pad::Dense)
+            .map_err(err)?
+        {
+            Val::Reg(x) => Ok(x),
+            _ => Err(err("a constant row did not land in a register")),
+        }
     }
 
     /// The chunks `xs` of a block of rows reduced along the row: whole
