@@ -159,7 +159,10 @@ pub struct OptArgs {
     #[arg(long)]
     no_band_runs: bool,
     /// Finish each output tile (epilogue and store) before computing the next,
-    /// instead of computing the next tiles' products first.
+    /// instead of computing the next tiles' products first; and let
+    /// consecutive blocks of rows of a row group take registers anywhere in
+    /// the file, instead of alternate halves of it (so a block need not wait
+    /// for the registers its predecessor's last instructions read).
     #[arg(long)]
     no_pipeline_tiles: bool,
     /// Let on-chip buffers share bytes as soon as their lifetimes end, even

@@ -486,7 +486,9 @@ pub struct Options {
     pub band_runs: bool,
     /// Products of the next output tiles are computed before the epilogue of
     /// a tile (software pipelining of the tile loop, as deep as the
-    /// contraction's unit has copies), so they overlap.
+    /// contraction's unit has copies), so they overlap; and consecutive
+    /// blocks of rows of a row group prefer alternate halves of the register
+    /// file ([`crate::regalloc::allocate_sided`]), so they overlap too.
     pub pipeline_tiles: bool,
     /// On-chip buffers whose lifetimes are close do not share bytes when the
     /// memory has room, so their transfers and uses can overlap.
