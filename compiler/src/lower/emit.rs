@@ -18,6 +18,9 @@ pub enum Base {
     Buf(usize),
 }
 
+/// [`Emitter::sides`]: no half preferred.
+pub const NO_SIDE: u8 = u8::MAX;
+
 /// Bytes from which a transfer is spread over the copies of its unit
 /// (`Emitter::spread_transfer`): below, one engine's latency dominates.
 pub const SPREAD_TRANSFER_BYTES: i64 = 64 * 1024;
@@ -234,8 +237,9 @@ pub struct Emitter<'a> {
     /// The half of each register file new virtual registers prefer
     /// ([`crate::regalloc::allocate_sided`]), while set.
     pub side: Option<u8>,
-    /// The half each virtual register prefers, by file and number.
-    pub sides: std::collections::HashMap<(usize, u32), u8>,
+    /// The half each virtual register prefers, by file and number
+    /// ([`NO_SIDE`] for none).
+    pub sides: Vec<Vec<u8>>,
     /// Buffers so far.
     pub bufs: Vec<BufInfo>,
     /// `(instruction, operand, buffer)`: addresses relative to a buffer's base.
@@ -265,7 +269,7 @@ impl<'a> Emitter<'a> {
             column_chunks: false,
             code: Vec::new(),
             side: None,
-            sides: Default::default(),
+            sides: vec![Vec::new(); m.regfiles.len()],
             bufs: Vec::new(),
             fixups: Vec::new(),
             next_vreg: vec![0; m.regfiles.len()],
@@ -313,8 +317,13 @@ impl<'a> Emitter<'a> {
     pub fn vreg(&mut self, file: RegFileId) -> u32 {
         let v = self.next_vreg[file.index()];
         self.next_vreg[file.index()] += 1;
-        if let Some(s) = self.side {
-            self.sides.insert((file.index(), v), s);
+        let sides = &mut self.sides[file.index()];
+        let s = self.side.unwrap_or(NO_SIDE);
+        if let Some(x) = sides.get_mut(v as usize) {
+            *x = s;
+        } else if self.side.is_some() {
+            sides.resize(v as usize, NO_SIDE);
+            sides.push(s);
         }
         v
     }

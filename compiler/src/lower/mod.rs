@@ -2943,7 +2943,12 @@ impl Lowerer<'_> {
         let insts = times
             .time("registers", || {
                 let sides = &self.e.sides;
-                regalloc::allocate_sided(m, &code, |f, v| sides.get(&(f, v)).copied())
+                regalloc::allocate_sided(m, &code, |f, v| {
+                    sides[f]
+                        .get(v as usize)
+                        .copied()
+                        .filter(|&s| s != emit::NO_SIDE)
+                })
             })
             .map_err(|e| err(e.to_string()))?;
         times.time("check registers", || {
