@@ -325,3 +325,28 @@ fn a_row_masked_whole_is_computed_whole() {
     let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
     assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
 }
+
+/// The causal mask over every head comes on chip once per softmax, not
+/// once per head: the HBM reads are the inputs and one copy of the mask's
+/// constants (two of 256 KiB), not four.
+#[test]
+fn the_mask_over_every_head_is_read_once() {
+    let g = causal(4, 256, 64, &[]);
+    let inputs = compiler::run::random_inputs(&g, 9);
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    let hbm = r
+        .report
+        .memories
+        .iter()
+        .find(|m| m.name == "hbm")
+        .expect("hbm");
+    let inputs_bytes = 3 * 4 * 256 * 64 * 4;
+    let mask_bytes = 2 * 256 * 256 * 4;
+    assert!(
+        hbm.bytes_read < inputs_bytes + 2 * mask_bytes,
+        "{} bytes read from HBM",
+        hbm.bytes_read
+    );
+}

@@ -289,6 +289,27 @@ fn a_slice_split_into_heads_and_transposed_is_copied_once() {
 }
 
 #[test]
+fn an_empty_slice_before_a_transpose_compiles_without_a_panic() {
+    // Columns 4..4: an empty slice, transposed (a width of zero must not
+    // be divided by when the compiler looks for slices to fold into the
+    // transpose).
+    let i = |n: &str, v: &[i64]| TensorProto::from_i64(n, &[v.len() as i64], v);
+    let s = NodeProto::new("Slice", "s", &["r", "st", "en", "ax"], &["q"]);
+    let t = NodeProto::new("Transpose", "t", &["q"], &["y"])
+        .with(AttributeProto::ints("perm", &[1, 0, 2]));
+    let g = build(
+        vec![relu(), s, t],
+        &[8, 2, 16],
+        &["y"],
+        vec![i("st", &[4]), i("en", &[4]), i("ax", &[2])],
+    );
+    let tg = targets::by_name("vliw-systolic").expect("target");
+    let inputs = compiler::run::random_inputs(&g, 3);
+    let r = compiler::run::run(tg, tg.machine(), &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+}
+
+#[test]
 fn a_join_kept_on_chip_takes_its_part_from_home_by_transfer() {
     // A KV cache's shape: the cache (an input, at home) joined with a new
     // row computed on chip, then read by a product. Kept on chip in dense

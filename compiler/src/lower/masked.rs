@@ -200,13 +200,16 @@ pub(super) fn skip(
                 if let Arg::Const(v) = a {
                     let t = g.constants.get(v)?;
                     let own = t.data.len() / cols.max(1);
+                    if own == 0 {
+                        return None;
+                    }
                     period = lcm(period, own);
                     consts.push((*v, own));
                 }
             }
         }
     }
-    let gr_u = usize::try_from(gr).ok()?;
+    let gr_u = usize::try_from(gr).ok().filter(|&g| g > 0)?;
     period = lcm(period, gr_u);
     if consts.is_empty() || period > rows || !rows.is_multiple_of(period) || period * cols > MOST {
         return None;
@@ -250,8 +253,9 @@ pub(super) fn skip(
                                 .and_then(|t| t.data.get(c))
                                 .map_or(Abs::Live, |x| Abs::Known(*x)),
                             Arg::Const(v) => {
-                                let (t, own) = (&g.constants[v], consts.iter().find(|x| x.0 == *v));
-                                own.and_then(|&(_, own)| t.data.get((r % own) * cols + c))
+                                let own = consts.iter().find(|x| x.0 == *v);
+                                own.zip(g.constants.get(v))
+                                    .and_then(|(&(_, own), t)| t.data.get((r % own) * cols + c))
                                     .map_or(Abs::Live, |x| Abs::Known(*x))
                             }
                             Arg::OuterRow(_) => Abs::Live,

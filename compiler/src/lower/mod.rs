@@ -1240,7 +1240,7 @@ impl Lowerer<'_> {
                 || self.b_transposes.contains(t)
                 || self.transposed.iter().any(|&(k, _)| k == *t);
             let c0 = starts[r - 1];
-            if moves_rows && !skipped && width % w == 0 && c0 % w == 0 {
+            if moves_rows && !skipped && w > 0 && sw > 0 && width % w == 0 && c0 % w == 0 {
                 out.insert(
                     v,
                     Sliced {

@@ -762,7 +762,13 @@ impl Lowerer<'_> {
         if whole {
             let mut waits = Vec::new();
             for &v in &plan.consts {
-                let own = g.constants[&v].data.len() as i64 / cols.max(1);
+                let Some(own) = g
+                    .constants
+                    .get(&v)
+                    .map(|t| t.data.len() as i64 / cols.max(1))
+                else {
+                    continue;
+                };
                 let Val::Mem(t) = self.operand_tile(v, grp.output, 0, 0, own, cols)? else {
                     continue;
                 };
