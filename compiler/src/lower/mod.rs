@@ -382,6 +382,9 @@ struct Lowerer<'a> {
     evicted: &'a [String],
     /// The nodes of each region and its instructions `[start, end)`.
     region_parts: Vec<(Vec<usize>, (usize, usize))>,
+    /// The region producing each value and the half of the register files
+    /// it preferred ([`Options::pipeline_tiles`]).
+    value_sides: HashMap<ValueId, (usize, u8)>,
     /// The parts (indices into `region_parts`) of each region after merging.
     region_groups: Vec<Vec<usize>>,
     /// The optimisations asked for.
@@ -775,6 +778,7 @@ fn compile_once(
             residency_blocked: None,
             evicted: &[],
             region_parts: Vec::new(),
+            value_sides: HashMap::new(),
             region_groups: Vec::new(),
             opts,
             kept_a: None,
@@ -1631,6 +1635,13 @@ impl Lowerer<'_> {
         let end = self.e.code.len();
         self.region_parts
             .push((members.to_vec(), (end - region.1, end)));
+        if let Some(side) = self.e.side {
+            for &k in members {
+                for &v in &self.g.nodes[k].outputs {
+                    self.value_sides.insert(v, (self.regions.len(), side));
+                }
+            }
+        }
         self.regions.push(region);
         let shared: Vec<usize> = (0..self.e.bufs.len())
             .filter(|&b| self.e.bufs[b].shared && self.e.bufs[b].used())
@@ -1826,6 +1837,12 @@ impl Lowerer<'_> {
             }
         }
         let mut done = vec![false; g.nodes.len()];
+        let producers: HashMap<ValueId, usize> = g
+            .nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(k, n)| n.outputs.iter().map(move |&v| (v, k)))
+            .collect();
         for ni in 0..g.nodes.len() {
             if done[ni] {
                 continue;
@@ -1833,6 +1850,9 @@ impl Lowerer<'_> {
             let n = &g.nodes[ni];
             done[ni] = true;
             self.lowering_node = ni;
+            if self.opts.pipeline_tiles {
+                self.e.side = Some(self.side_for(n, &producers));
+            }
             if g.constants.contains_key(&n.outputs[0]) {
                 continue;
             }
@@ -2012,6 +2032,33 @@ impl Lowerer<'_> {
             self.push_region(&members, (names.join(" -> "), self.e.code.len() - before))?;
         }
         Ok(())
+    }
+
+    /// The half of the register files a region starting at node `n`
+    /// prefers: the other half than the latest region producing its inputs
+    /// (through views), so its first instructions need not wait for the
+    /// registers that region's last ones read; the scheduler may then move
+    /// it up beside unrelated work (a transpose beside the next product).
+    fn side_for(&self, n: &crate::ir::Node, producers: &HashMap<ValueId, usize>) -> u8 {
+        let g = self.g;
+        let mut latest: Option<(usize, u8)> = None;
+        for &v in &n.inputs {
+            let mut v = v;
+            for _ in 0..8 {
+                if let Some(&(r, side)) = self.value_sides.get(&v) {
+                    if latest.is_none_or(|(l, _)| r > l) {
+                        latest = Some((r, side));
+                    }
+                    break;
+                }
+                // A view (or a node lowered with its reader): its input.
+                match producers.get(&v).and_then(|&p| g.nodes[p].inputs.first()) {
+                    Some(&i) => v = i,
+                    None => break,
+                }
+            }
+        }
+        latest.map_or((self.regions.len() % 2) as u8, |(_, side)| 1 - side)
     }
 
     /// The skips of the row group started by node `seed` ([`masked`]).
@@ -2200,10 +2247,11 @@ impl Lowerer<'_> {
             let attempt = self.attempt();
             let bufs = self.e.bufs.len();
             let k = g.nodes[ti].inputs[0];
-            match self
-                .vector_dots(root, &plan, out, &out_home, k)
-                .and_then(|()| self.fits_on_chip(bufs))
-            {
+            // Dot products stream through the whole register file.
+            let side = self.e.side.take();
+            let done = self.vector_dots(root, &plan, out, &out_home, k);
+            self.e.side = side;
+            match done.and_then(|()| self.fits_on_chip(bufs)) {
                 Ok(()) => return Ok(()),
                 Err(_) => {
                     self.undo(attempt);
@@ -2219,10 +2267,10 @@ impl Lowerer<'_> {
         {
             let attempt = self.attempt();
             let bufs = self.e.bufs.len();
-            match self
-                .vector_gemv(root, &plan, out, &out_home)
-                .and_then(|done| self.fits_on_chip(bufs).map(|()| done))
-            {
+            let side = self.e.side.take();
+            let done = self.vector_gemv(root, &plan, out, &out_home);
+            self.e.side = side;
+            match done.and_then(|done| self.fits_on_chip(bufs).map(|()| done)) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(_) => {

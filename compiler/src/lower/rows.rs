@@ -683,8 +683,9 @@ impl Lowerer<'_> {
             for whole in [true, false] {
                 let attempt = self.attempt();
                 let bufs = self.e.bufs.len();
+                let side = self.e.side;
                 let done = self.row_region(grp, &plan, file, (gr, gc), reduces, &out_home, whole);
-                self.e.side = None;
+                self.e.side = side;
                 match done.and_then(|()| self.fits_on_chip(bufs)) {
                     Ok(()) => return Ok(true),
                     Err(_) => self.undo(attempt),
@@ -796,8 +797,11 @@ impl Lowerer<'_> {
             .map(|k| k * gr)
             .find(|b| repeated.values().all(|(_, own)| own % b == 0))
             .unwrap_or(band);
+        // Bands grow from an eighth to the full band (each aligned to its
+        // size), so the first block waits for a short transfer only.
+        let sizes = band_sizes(band, gr, self.opts.pipeline_tiles);
         let stage = |l: &mut Self, r: i64| -> Result<Vec<MemTile>, LowerError> {
-            let h = band.min(rows - r);
+            let h = band_at(&sizes, band, r).min(rows - r);
             let mut tiles = Vec::new();
             for home in &homes {
                 if !at_home(home) {
@@ -851,10 +855,13 @@ impl Lowerer<'_> {
             }
             Ok(tiles)
         };
+        // Blocks start on the half the region prefers.
+        let base = self.e.side.map_or(0, usize::from);
         let mut next = Some(stage(self, 0)?);
         self.stage_const_rows(plan)?;
         let mut r0 = 0;
         while let Some(tiles) = next.take() {
+            let band = band_at(&sizes, band, r0);
             let hb = band.min(rows - r0);
             if r0 + band < rows {
                 next = Some(stage(self, r0 + band)?);
@@ -910,7 +917,7 @@ impl Lowerer<'_> {
             for (i, ((r, h), (c0, w0))) in order.into_iter().enumerate() {
                 // Consecutive blocks prefer alternate halves of the file.
                 if self.opts.pipeline_tiles {
-                    self.e.side = Some((i % 2) as u8);
+                    self.e.side = Some(((i + base) % 2) as u8);
                 }
                 // Columns past those the block needs are zeros ([`masked`]).
                 let need = skip.as_ref().map_or(cols, |s| s.need_rows(r0 + r, h));
@@ -1372,6 +1379,38 @@ impl Lowerer<'_> {
         }
         Ok(r)
     }
+}
+
+/// The sizes of the first bands, growing to `band`: `f, f, 2f, 4f, ..`
+/// with `f` the smallest multiple of `gr` at least an eighth of `band` that
+/// halves it a whole number of times, so every band starts at a multiple
+/// of its size (and stays within one period of a repeated constant that
+/// `band` divides). Just `band` when `grow` is off or nothing is gained.
+fn band_sizes(band: i64, gr: i64, grow: bool) -> Vec<i64> {
+    let mut f = band;
+    while grow && f % 2 == 0 && (f / 2) % gr == 0 && f / 2 >= band / 8 {
+        f /= 2;
+    }
+    let mut sizes = vec![f];
+    let mut s = f;
+    while s < band {
+        sizes.push(s);
+        s *= 2;
+    }
+    sizes
+}
+
+/// The size of the band starting at row `r`: of [`band_sizes`], then
+/// `band`.
+fn band_at(sizes: &[i64], band: i64, r: i64) -> i64 {
+    let mut at = 0;
+    for &s in sizes {
+        if r < at + s {
+            return s;
+        }
+        at += s;
+    }
+    band
 }
 
 /// One block of rows of a band: where its sources are and which columns.
