@@ -596,3 +596,52 @@ fn a_gelu_between_two_products_is_computed_by_columns_so_they_overlap() {
         off.report.cycles
     );
 }
+
+#[test]
+fn a_row_groups_first_band_is_short_so_its_first_block_starts_early() {
+    // A layer norm of 256 rows of 768 f32 from HBM: bands of 256 rows
+    // (768 KiB), but the first bands grow from 32 rows (32, 32, 64, 128),
+    // so the first block of rows waits for 96 KiB instead of the whole
+    // band. Switched off with the products' bands (`--no-band-runs`).
+    let (nodes, inits) = gpt2_layer_norm(768);
+    let g = folded(nodes, &[256, 768], &["y"], inits);
+    let (on, off) = on_and_off(&g, "vliw-systolic", |o| o.band_runs = false);
+    let m = targets::by_name("vliw-systolic")
+        .expect("shipped")
+        .machine();
+    let first_load = |r: &compiler::run::RunResult| {
+        r.compiled
+            .bundles
+            .iter()
+            .position(|b| {
+                b.ops
+                    .iter()
+                    .any(|(_, i)| m.instructions[i.inst.index()].name == "vld")
+            })
+            .expect("a load")
+    };
+    let rows_of_first_transfer = |r: &compiler::run::RunResult| {
+        r.compiled
+            .insts
+            .iter()
+            .find(|i| m.instructions[i.inst.index()].name.starts_with("dma_ld"))
+            .and_then(|i| match i.operands[1] {
+                isa_specs::target::OpValue::Imm(n) => Some(n),
+                _ => None,
+            })
+            .expect("a transfer")
+    };
+    assert_eq!(rows_of_first_transfer(&on), 8, "32 rows over 4 engines");
+    assert_eq!(rows_of_first_transfer(&off), 64, "256 rows over 4 engines");
+    let (fon, foff) = (first_load(&on), first_load(&off));
+    assert!(
+        fon + 150 < foff,
+        "first load at {fon} growing, {foff} whole"
+    );
+    assert!(
+        on.report.cycles < off.report.cycles,
+        "{} cycles growing, {} whole",
+        on.report.cycles,
+        off.report.cycles
+    );
+}

@@ -352,3 +352,91 @@ fn a_join_kept_on_chip_takes_its_part_from_home_by_transfer() {
         "{dense} instructions dense, {padded} padded"
     );
 }
+
+#[test]
+fn a_transpose_after_a_product_takes_the_other_half_of_the_registers_and_overlaps_it() {
+    // q = x · w split into 8 heads and moved head-major (attention's
+    // projection, then its transpose). The registers are allocated before
+    // scheduling, so a region reusing the registers the product's last
+    // epilogue instructions read could not start before them. The
+    // transpose prefers the other half of the vector registers than the
+    // product, so its first copies are scheduled while the product still
+    // runs.
+    let mm = NodeProto::new("MatMul", "proj", &["x", "w"], &["q"]);
+    let heads = NodeProto::new("Reshape", "heads", &["q", "shape"], &["qh"]);
+    let t = NodeProto::new("Transpose", "t", &["qh"], &["y"])
+        .with(AttributeProto::ints("perm", &[1, 0, 2]));
+    let g = build(
+        vec![mm, heads, t],
+        &[512, 256],
+        &["y"],
+        vec![
+            onnx_util::ramp("w", &[256, 512], -0.5, 0.001),
+            TensorProto::from_i64("shape", &[3], &[512, 8, 64]),
+        ],
+    );
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let inputs = compiler::run::random_inputs(&g, 3);
+    let r = compiler::run::run(t, m, &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    let c = &r.compiled;
+    let at = |prefix: &str| {
+        let mut start = 0;
+        for (name, n) in &c.regions {
+            if name.starts_with(prefix) {
+                return start..start + n;
+            }
+            start += n;
+        }
+        panic!("no {prefix} region: {:?}", c.regions)
+    };
+    let (product, transpose) = (at("MatMul"), at("Transpose"));
+    let vreg = m
+        .regfiles
+        .iter()
+        .position(|f| f.name == "vreg")
+        .expect("vector registers");
+    let halves = |range: std::ops::Range<usize>| {
+        let mut seen = [false; 2];
+        for i in &c.insts[range] {
+            let def = &m.instructions[i.inst.index()];
+            for (o, v) in def.operands.iter().zip(&i.operands) {
+                if let (
+                    isa_specs::model::OperandKind::Reg { file, .. },
+                    isa_specs::target::OpValue::Reg(p),
+                ) = (&o.kind, v)
+                    && file.index() == vreg
+                {
+                    seen[usize::from(*p >= 16)] = true;
+                }
+            }
+        }
+        seen
+    };
+    let (hp, ht) = (halves(product.clone()), halves(transpose.clone()));
+    assert!(
+        hp != ht
+            && hp.iter().filter(|s| **s).count() == 1
+            && ht.iter().filter(|s| **s).count() == 1,
+        "halves used: product {hp:?}, transpose {ht:?}"
+    );
+    // The bundle each instruction issues in, found by identity.
+    let issue = |i: usize| {
+        let x = &c.insts[i];
+        c.bundles
+            .iter()
+            .position(|b| {
+                b.ops
+                    .iter()
+                    .any(|(_, y)| y.inst == x.inst && y.operands == x.operands)
+            })
+            .expect("scheduled")
+    };
+    let first_copy = issue(transpose.start);
+    let product_end = product.map(issue).max().expect("a product");
+    assert!(
+        first_copy < product_end,
+        "the transpose starts at {first_copy}, the product ends at {product_end}"
+    );
+}

@@ -2356,9 +2356,15 @@ impl Lowerer<'_> {
                 let attempt = self.attempt();
                 let bufs = self.e.bufs.len();
                 let space = p.space.clone();
-                let result = self
-                    .region_tiles(&Some(p), plan, root_input, out, out_home)
-                    .and_then(|()| self.fits_on_chip(bufs));
+                // Products summed in a register file the halves apply to
+                // take registers anywhere in it.
+                let side = self.e.side;
+                if self.in_sided_file(&p) {
+                    self.e.side = None;
+                }
+                let result = self.region_tiles(&Some(p), plan, root_input, out, out_home);
+                self.e.side = side;
+                let result = result.and_then(|()| self.fits_on_chip(bufs));
                 match result {
                     Ok(()) => {
                         self.space.extend(space);
@@ -2377,6 +2383,21 @@ impl Lowerer<'_> {
                 .plan_matmul(root, matmul::Tiling::Exact, None)
                 .map(|_| ()),
         }
+    }
+
+    /// Whether a product is summed in registers of a file of 16 or more
+    /// (where [`regalloc::allocate_sided`]'s halves apply): a decomposed
+    /// product, or a contraction whose result is such a register.
+    fn in_sided_file(&self, p: &matmul::MatMulPlan) -> bool {
+        let m = self.e.m;
+        p.decomposed.is_some()
+            || p.set.iter().chain(&p.acc).any(|c| {
+                matches!(
+                    machine::operand_loc(m, c.inst, c.t),
+                    Some(Loc { place: Place::Reg(f), .. })
+                        if m.regfiles[f.index()].count.value >= 16
+                )
+            })
     }
 
     /// The tile loop of a region (see [`Self::region`]).

@@ -799,7 +799,7 @@ impl Lowerer<'_> {
             .unwrap_or(band);
         // Bands grow from an eighth to the full band (each aligned to its
         // size), so the first block waits for a short transfer only.
-        let sizes = band_sizes(band, gr, self.opts.pipeline_tiles);
+        let sizes = band_sizes(band, gr, self.opts.band_runs);
         let stage = |l: &mut Self, r: i64| -> Result<Vec<MemTile>, LowerError> {
             let h = band_at(&sizes, band, r).min(rows - r);
             let mut tiles = Vec::new();
@@ -1435,7 +1435,7 @@ struct RowBlock<'t> {
 
 #[cfg(test)]
 mod tests {
-    use super::chunk_uniform;
+    use super::{band_at, band_sizes, chunk_uniform};
     use crate::ir::{ElemType, Tensor, TensorType};
 
     #[test]
@@ -1462,5 +1462,27 @@ mod tests {
         // Across the diagonal: no one value.
         assert_eq!(chunk_uniform(&t, 0, 2, 0, 2), None);
         assert_eq!(chunk_uniform(&t, 1, 4, 0, 2), None);
+    }
+
+    #[test]
+    fn first_bands_grow_to_the_band_each_aligned_to_its_size() {
+        let sizes = band_sizes(256, 8, true);
+        assert_eq!(sizes, [32, 32, 64, 128]);
+        let mut r = 0;
+        let mut seen = Vec::new();
+        while r < 1024 {
+            let h = band_at(&sizes, 256, r);
+            assert_eq!(r % h, 0, "the band at {r} of {h} rows");
+            seen.push(h);
+            r += h;
+        }
+        assert_eq!(seen, [32, 32, 64, 128, 256, 256, 256]);
+        // Off, or no halving keeps whole granules: one size.
+        assert_eq!(band_sizes(256, 8, false), [256]);
+        assert_eq!(band_sizes(24, 8, true), [24]);
+        assert_eq!(band_at(&[24], 24, 48), 24);
+        // Never below the granule, nor below an eighth.
+        assert_eq!(band_sizes(32, 8, true), [8, 8, 16]);
+        assert_eq!(band_sizes(64, 32, true), [32, 32]);
     }
 }
