@@ -385,6 +385,8 @@ struct Lowerer<'a> {
     /// The region producing each value and the half of the register files
     /// it preferred ([`Options::pipeline_tiles`]).
     value_sides: HashMap<ValueId, (usize, u8)>,
+    /// The half each region preferred, if any, in the order of `regions`.
+    region_side: Vec<Option<u8>>,
     /// The parts (indices into `region_parts`) of each region after merging.
     region_groups: Vec<Vec<usize>>,
     /// The optimisations asked for.
@@ -779,6 +781,7 @@ fn compile_once(
             evicted: &[],
             region_parts: Vec::new(),
             value_sides: HashMap::new(),
+            region_side: Vec::new(),
             region_groups: Vec::new(),
             opts,
             kept_a: None,
@@ -1642,6 +1645,7 @@ impl Lowerer<'_> {
                 }
             }
         }
+        self.region_side.push(self.e.side);
         self.regions.push(region);
         let shared: Vec<usize> = (0..self.e.bufs.len())
             .filter(|&b| self.e.bufs[b].shared && self.e.bufs[b].used())
@@ -1851,7 +1855,7 @@ impl Lowerer<'_> {
             done[ni] = true;
             self.lowering_node = ni;
             if self.opts.pipeline_tiles {
-                self.e.side = Some(self.side_for(n, &producers));
+                self.e.side = self.side_for(n, &producers);
             }
             if g.constants.contains_key(&n.outputs[0]) {
                 continue;
@@ -2013,6 +2017,11 @@ impl Lowerer<'_> {
                 last = m.outputs[0];
             }
             let before = self.e.code.len();
+            // Element-wise regions read their producer's result chunk by
+            // chunk: a half would only turn their registers over faster.
+            if !matches!(n.op, Op::MatMul) {
+                self.e.side = None;
+            }
             self.region(&members).map_err(|e| {
                 if e.node.is_some() {
                     return e;
@@ -2037,9 +2046,12 @@ impl Lowerer<'_> {
     /// The half of the register files a region starting at node `n`
     /// prefers: the other half than the latest region producing its inputs
     /// (through views), so its first instructions need not wait for the
-    /// registers that region's last ones read; the scheduler may then move
-    /// it up beside unrelated work (a transpose beside the next product).
-    fn side_for(&self, n: &crate::ir::Node, producers: &HashMap<ValueId, usize>) -> u8 {
+    /// registers that region's last ones read, and the scheduler may move
+    /// it up beside that region (a transpose beside the product before it).
+    /// None (the whole file) when the region just before is a sibling
+    /// reading the same producer and already took that half: the two would
+    /// otherwise run one after the other through the half they share.
+    fn side_for(&self, n: &crate::ir::Node, producers: &HashMap<ValueId, usize>) -> Option<u8> {
         let g = self.g;
         let mut latest: Option<(usize, u8)> = None;
         for &v in &n.inputs {
@@ -2058,7 +2070,12 @@ impl Lowerer<'_> {
                 }
             }
         }
-        latest.map_or((self.regions.len() % 2) as u8, |(_, side)| 1 - side)
+        let Some((r, side)) = latest else {
+            return Some((self.regions.len() % 2) as u8);
+        };
+        let sibling =
+            r + 1 < self.regions.len() && self.region_side.last() == Some(&Some(1 - side));
+        (!sibling).then_some(1 - side)
     }
 
     /// The skips of the row group started by node `seed` ([`masked`]).
@@ -2249,12 +2266,14 @@ impl Lowerer<'_> {
             let k = g.nodes[ti].inputs[0];
             // Dot products stream through the whole register file.
             let side = self.e.side.take();
-            let done = self.vector_dots(root, &plan, out, &out_home, k);
-            self.e.side = side;
-            match done.and_then(|()| self.fits_on_chip(bufs)) {
+            match self
+                .vector_dots(root, &plan, out, &out_home, k)
+                .and_then(|()| self.fits_on_chip(bufs))
+            {
                 Ok(()) => return Ok(()),
                 Err(_) => {
                     self.undo(attempt);
+                    self.e.side = side;
                     let t = &g.nodes[ti];
                     let Op::Transpose { perm } = &t.op else {
                         return Err(err("not a transpose"));
@@ -2268,13 +2287,15 @@ impl Lowerer<'_> {
             let attempt = self.attempt();
             let bufs = self.e.bufs.len();
             let side = self.e.side.take();
-            let done = self.vector_gemv(root, &plan, out, &out_home);
-            self.e.side = side;
-            match done.and_then(|done| self.fits_on_chip(bufs).map(|()| done)) {
+            match self
+                .vector_gemv(root, &plan, out, &out_home)
+                .and_then(|done| self.fits_on_chip(bufs).map(|()| done))
+            {
                 Ok(true) => return Ok(()),
-                Ok(false) => {}
+                Ok(false) => self.e.side = side,
                 Err(_) => {
                     self.undo(attempt);
+                    self.e.side = side;
                 }
             }
         }
@@ -2362,9 +2383,9 @@ impl Lowerer<'_> {
                 if self.in_sided_file(&p) {
                     self.e.side = None;
                 }
-                let result = self.region_tiles(&Some(p), plan, root_input, out, out_home);
-                self.e.side = side;
-                let result = result.and_then(|()| self.fits_on_chip(bufs));
+                let result = self
+                    .region_tiles(&Some(p), plan, root_input, out, out_home)
+                    .and_then(|()| self.fits_on_chip(bufs));
                 match result {
                     Ok(()) => {
                         self.space.extend(space);
@@ -2372,6 +2393,7 @@ impl Lowerer<'_> {
                     }
                     Err(e) => {
                         self.undo(attempt);
+                        self.e.side = side;
                         first.get_or_insert(e);
                     }
                 }
