@@ -378,3 +378,34 @@ fn a_product_by_a_transposed_computed_matrix_reads_it_untransposed() {
     assert!(mxu_ops(t, &r) > 0);
     onnx_util::run_everywhere(&g, 23, "q · kᵀ read untransposed", &[]);
 }
+
+#[test]
+fn a_bias_row_is_loaded_once_per_output_tile_not_once_per_block_of_rows() {
+    // relu(x · W + b) with 60 rows: one output tile of 60 x 128 whose
+    // epilogue runs in blocks of 8 rows (the last of 4). The bias row comes
+    // into a register once and serves every block; the vector load slot
+    // carries the tile's loads only. Checked on every target that runs it.
+    let mm = NodeProto::new("MatMul", "mm", &["x", "W"], &["p"]);
+    let add = NodeProto::new("Add", "bias", &["p", "b"], &["q"]);
+    let relu = NodeProto::new("Relu", "relu", &["q"], &["y"]);
+    let mut g = import_ok(&encode(graph(
+        vec![mm, add, relu],
+        vec![input("x", &[60, 128])],
+        &["y"],
+        vec![
+            ramp("W", &[128, 128], -0.5, 0.001),
+            ramp("b", &[128], -0.25, 0.002),
+        ],
+    )));
+    compiler::interp::fold_constants(&mut g);
+    let t = targets::by_name("vliw-systolic").expect("shipped");
+    let r = run_matching(&g, 9, compiler::lower::Options::default());
+    let row_loads = r
+        .compiled
+        .insts
+        .iter()
+        .filter(|i| t.machine().instructions[i.inst.index()].name == "vld_row")
+        .count();
+    assert_eq!(row_loads, 1, "{:?}", r.compiled.regions);
+    onnx_util::run_everywhere(&g, 4, "bias row", &[]);
+}

@@ -424,6 +424,25 @@ fn reg_chain(
             },
         ),
     };
+    // A row operand of a tile one register wide is loaded once, into
+    // every row of a register that serves all the tile's blocks of rows
+    // (instead of a load per block on the load slots the blocks share).
+    let hoist = |e: &mut Emitter, m: &Option<Val>| -> Result<Option<RegTile>, String> {
+        match m {
+            Some(Val::Mem(t)) if cols <= gc && rows > gr && flat(&Val::Mem(t.clone())) => Ok(Some(
+                load_row_broadcast(e, &t.view(0, 0, 1, cols), file, (gr, gc), gr, cols)?,
+            )),
+            _ => Ok(None),
+        }
+    };
+    let rows_of_others = others
+        .iter()
+        .map(|o| hoist(e, o))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows_of_thirds = thirds
+        .iter()
+        .map(|o| hoist(e, o))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut r = 0;
     while r < rows {
         let h = gr.min(rows - r);
@@ -447,13 +466,23 @@ fn reg_chain(
                 _ => Ok(None),
             }
         };
+        let held = |x: &Option<RegTile>| {
+            x.as_ref().map(|x| {
+                Val::Reg(RegTile {
+                    rows: h,
+                    ..x.clone()
+                })
+            })
+        };
         let wide_others = others
             .iter()
-            .map(|o| wide(e, o))
+            .zip(&rows_of_others)
+            .map(|(o, x)| held(x).map_or_else(|| wide(e, o), |x| Ok(Some(x))))
             .collect::<Result<Vec<_>, _>>()?;
         let wide_thirds = thirds
             .iter()
-            .map(|o| wide(e, o))
+            .zip(&rows_of_thirds)
+            .map(|(o, x)| held(x).map_or_else(|| wide(e, o), |x| Ok(Some(x))))
             .collect::<Result<Vec<_>, _>>()?;
         let mut c = 0;
         while c < cols {
