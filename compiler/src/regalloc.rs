@@ -156,9 +156,14 @@ pub fn allocate(m: &Machine, code: &[VInst]) -> Result<Vec<MInst>, OutOfRegister
     allocate_sided(m, code, |_, _| None)
 }
 
-/// [`allocate`], where `side(file, virtual)` may name the half of a file
-/// of 16 registers or more that a virtual register prefers: a free
-/// register of that half is chosen if there is one (else any). Consecutive
+/// Sides from `QUARTERS` on name a quarter of a file of 32 registers or
+/// more (`QUARTERS + q`), preferred before the half holding it.
+pub const QUARTERS: u8 = 4;
+
+/// [`allocate`], where `side(file, virtual)` may name the half (0 or 1) of
+/// a file of 16 registers or more that a virtual register prefers, or a
+/// quarter ([`QUARTERS`]): a free register of that part is chosen if there
+/// is one (else of its half, else any). Consecutive
 /// blocks of rows of a row group prefer alternate halves, so a block's
 /// registers were last read by the block before the one before it, not by
 /// the final stores of the one just before (which the scheduler could not
@@ -227,19 +232,30 @@ pub fn allocate_sided(
                             })
                             .flatten();
                         let file = &mut holds[f.index()];
-                        let half = file.len() / 2;
-                        let wanted = |p: usize| match side(f.index(), v) {
-                            Some(s) if half >= 8 => (p >= half) == (s == 1),
+                        let (half, quarter) = (file.len() / 2, file.len() / 4);
+                        // The part preferred, then the half holding it, then any.
+                        let wanted = |p: usize, level: u8| match side(f.index(), v) {
+                            Some(s @ 0..=1) if half >= 8 && level < 2 => (p >= half) == (s == 1),
+                            Some(s) if (QUARTERS..QUARTERS + 4).contains(&s) && quarter >= 8 => {
+                                let q = usize::from(s - QUARTERS);
+                                match level {
+                                    0 => p / quarter == q,
+                                    1 => p / half == q / 2,
+                                    _ => true,
+                                }
+                            }
                             _ => true,
                         };
-                        let free_in = |want: bool| {
+                        let free_in = |level: u8| {
                             (0..file.len())
-                                .filter(|&p| file[p].is_none() && (!want || wanted(p)))
+                                .filter(|&p| file[p].is_none() && wanted(p, level))
                                 .min_by_key(|&p| freed[f.index()][p])
                         };
                         let p = if let Some(d) = donor {
                             donors.remove(d).2 as usize
-                        } else if let Some(p) = free_in(true).or_else(|| free_in(false)) {
+                        } else if let Some(p) =
+                            free_in(0).or_else(|| free_in(1)).or_else(|| free_in(2))
+                        {
                             // The register free the longest: the fewest false
                             // (write-after-read) dependences for the scheduler.
                             p

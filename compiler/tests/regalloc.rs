@@ -225,7 +225,33 @@ fn thirty_two_live_values_fit_thirty_three_do_not() {
 #[test]
 fn blocks_preferring_alternate_halves_take_registers_from_them() {
     let m = machine();
-    // Six blocks of four loads summed and stored, one after another.
+    let code = blocks(m);
+    let side = |_: usize, x: u32| Some(((x / 7) % 2) as u8);
+    let out = allocate_sided(m, &code, side).expect("allocates");
+    check(m, &code, &out).expect("checker accepts");
+    // Each block's registers lie in its half of the 32.
+    for (vi, mi) in code.iter().zip(&out) {
+        for (a, b) in vi.operands.iter().zip(&mi.operands) {
+            if let (VOperand::Virtual(_, x), OpValue::Reg(r)) = (a, b) {
+                assert_eq!(*r >= 16, (x / 7) % 2 == 1, "v{x} in r{r}");
+            }
+        }
+    }
+    // Without the preference, freed-longest-first spreads the blocks over
+    // the whole file.
+    let plain = allocate(m, &code).expect("allocates");
+    let high = |out: &[isa_specs::target::MInst], block: usize| {
+        out[block * 8..block * 8 + 8]
+            .iter()
+            .flat_map(|i| &i.operands)
+            .any(|o| matches!(o, OpValue::Reg(r) if *r >= 16))
+    };
+    assert!(high(&plain, 4), "{:?}", &plain[32..40]);
+}
+
+/// Six blocks of four loads summed and stored, one after another; block
+/// `b` uses virtual registers `7b .. 7b + 7`.
+fn blocks(m: &isa_specs::Machine) -> Vec<VInst> {
     let mut code = Vec::new();
     for b in 0..6u32 {
         let base = b * 7;
@@ -249,27 +275,50 @@ fn blocks_preferring_alternate_halves_take_registers_from_them() {
         ));
         code.push(inst(m, "vst", vec![addr(1000), v(m, base + 6)]));
     }
-    let side = |_: usize, x: u32| Some(((x / 7) % 2) as u8);
+    code
+}
+
+#[test]
+fn blocks_preferring_quarters_take_registers_from_them_then_from_their_half() {
+    let m = machine();
+    let code = blocks(m);
+    // Block b prefers quarter b % 4 of the 32 registers.
+    let quarter = |x: u32| (x / 7) % 4;
+    let side = |_: usize, x: u32| Some(compiler::regalloc::QUARTERS + quarter(x) as u8);
     let out = allocate_sided(m, &code, side).expect("allocates");
     check(m, &code, &out).expect("checker accepts");
-    // Each block's registers lie in its half of the 32.
     for (vi, mi) in code.iter().zip(&out) {
         for (a, b) in vi.operands.iter().zip(&mi.operands) {
             if let (VOperand::Virtual(_, x), OpValue::Reg(r)) = (a, b) {
-                assert_eq!(*r >= 16, (x / 7) % 2 == 1, "v{x} in r{r}");
+                assert_eq!(*r / 8, quarter(*x), "v{x} in r{r}");
             }
         }
     }
-    // Without the preference, freed-longest-first spreads the blocks over
-    // the whole file.
-    let plain = allocate(m, &code).expect("allocates");
-    let high = |out: &[isa_specs::target::MInst], block: usize| {
-        out[block * 8..block * 8 + 8]
-            .iter()
-            .flat_map(|i| &i.operands)
-            .any(|o| matches!(o, OpValue::Reg(r) if *r >= 16))
-    };
-    assert!(high(&plain, 4), "{:?}", &plain[32..40]);
+    // Nine values live at once do not fit a quarter of 8: the ninth takes a
+    // register of the same half.
+    let mut wide = Vec::new();
+    for k in 0..9u32 {
+        wide.push(inst(m, "vld", vec![v(m, k), addr(u64::from(k))]));
+    }
+    for k in 1..9u32 {
+        wide.push(inst(
+            m,
+            "vadd",
+            vec![v(m, 8 + k), v(m, if k == 1 { 0 } else { 7 + k }), v(m, k)],
+        ));
+    }
+    wide.push(inst(m, "vst", vec![addr(1000), v(m, 16)]));
+    let out = allocate_sided(m, &wide, |_: usize, _: u32| {
+        Some(compiler::regalloc::QUARTERS + 2)
+    })
+    .expect("allocates");
+    check(m, &wide, &out).expect("checker accepts");
+    for mi in &out[..9] {
+        let OpValue::Reg(r) = mi.operands[0] else {
+            panic!("a register")
+        };
+        assert!((16..32).contains(&r), "r{r} outside the upper half");
+    }
 }
 
 #[test]

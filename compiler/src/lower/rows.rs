@@ -44,6 +44,7 @@ use super::machine::{Loc, Place};
 use super::ops::{self, Ew};
 use super::{LowerError, Lowerer, err, view};
 use crate::ir::{Graph, Op, ReduceKind, Unary, ValueId};
+use crate::regalloc;
 use isa_specs::model::{Func, RegFileId};
 use std::collections::{HashMap, HashSet};
 
@@ -857,6 +858,7 @@ impl Lowerer<'_> {
         };
         // Blocks start on the half the region prefers.
         let base = self.e.side.map_or(0, usize::from);
+        let quarter = (self.e.m.regfiles[file.index()].count.value / 4) as usize;
         let mut next = Some(stage(self, 0)?);
         self.stage_const_rows(plan)?;
         let mut r0 = 0;
@@ -915,13 +917,25 @@ impl Lowerer<'_> {
                     .collect()
             };
             for (i, ((r, h), (c0, w0))) in order.into_iter().enumerate() {
-                // Consecutive blocks prefer alternate halves of the file.
-                if self.opts.pipeline_tiles {
-                    self.e.side = Some(((i + base) % 2) as u8);
-                }
                 // Columns past those the block needs are zeros ([`masked`]).
                 let need = skip.as_ref().map_or(cols, |s| s.need_rows(r0 + r, h));
                 let wn = w0.min(need - c0).max(0);
+                // Consecutive blocks prefer alternate halves of the file.
+                // Blocks fitting in a half (by estimate) start from a
+                // quarter of it, alternate quarters within the half, so
+                // blocks two apart do not take the same registers first
+                // either (a larger file of 32 or more).
+                if self.opts.pipeline_tiles {
+                    let half = ((i + base) % 2) as u8;
+                    let chunks = ((wn + gc - 1) / gc).max(1) as usize;
+                    self.e.side = Some(
+                        if quarter >= 8 && Self::row_pressure(plan, chunks) <= 2 * quarter {
+                            regalloc::QUARTERS + 2 * half + ((i / 2) % 2) as u8
+                        } else {
+                            half
+                        },
+                    );
+                }
                 if wn > 0 {
                     let block = RowBlock {
                         tiles: &tiles,
