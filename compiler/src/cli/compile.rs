@@ -155,14 +155,16 @@ pub struct OptArgs {
     #[arg(long)]
     no_stage_runs: bool,
     /// Bring a staged run on chip whole, with one wait before its first
-    /// reduction step, instead of in growing bands each waited for alone.
+    /// reduction step, instead of in growing bands each waited for alone;
+    /// and a row group's rows in bands of one size from the first.
     #[arg(long)]
     no_band_runs: bool,
     /// Finish each output tile (epilogue and store) before computing the next,
-    /// instead of computing the next tiles' products first; and let
-    /// consecutive blocks of rows of a row group take registers anywhere in
-    /// the file, instead of alternate halves of it (so a block need not wait
-    /// for the registers its predecessor's last instructions read).
+    /// instead of computing the next tiles' products first; and let regions
+    /// and consecutive blocks of rows of a row group take registers anywhere
+    /// in the file, instead of the other half (or quarter) than the region
+    /// or block before (so one need not wait for the registers the last
+    /// instructions of the other read).
     #[arg(long)]
     no_pipeline_tiles: bool,
     /// Let on-chip buffers share bytes as soon as their lifetimes end, even

@@ -487,13 +487,17 @@ pub struct Options {
     /// A staged run comes on chip in bands of the reduction that grow (one
     /// step, one, two, four…), each with its own transfer and wait, so the
     /// first steps of a product start before the whole run has landed (and
-    /// been converted) rather than after it.
+    /// been converted) rather than after it; and a row group's first bands
+    /// of rows grow from an eighth of its band, so its first block waits
+    /// for a short transfer.
     pub band_runs: bool,
     /// Products of the next output tiles are computed before the epilogue of
     /// a tile (software pipelining of the tile loop, as deep as the
     /// contraction's unit has copies), so they overlap; and consecutive
-    /// blocks of rows of a row group prefer alternate halves of the register
-    /// file ([`crate::regalloc::allocate_sided`]), so they overlap too.
+    /// blocks of rows of a row group prefer alternate halves (and quarters)
+    /// of the register file, and a region the other half than the region
+    /// producing its inputs ([`crate::regalloc::allocate_sided`]), so they
+    /// overlap too.
     pub pipeline_tiles: bool,
     /// On-chip buffers whose lifetimes are close do not share bytes when the
     /// memory has room, so their transfers and uses can overlap.
