@@ -423,25 +423,9 @@ fn a_product_summed_in_vector_registers_takes_them_from_the_whole_file() {
     let inputs = compiler::run::random_inputs(&g, 3);
     let r = compiler::run::run(t, m, &g, &inputs, None).expect("runs");
     assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
-    let v = m
-        .regfiles
-        .iter()
-        .position(|f| f.name == "v")
-        .expect("vector registers");
-    let mut used = std::collections::BTreeSet::new();
-    for i in &r.compiled.insts {
-        let def = &m.instructions[i.inst.index()];
-        for (o, x) in def.operands.iter().zip(&i.operands) {
-            if let (
-                isa_specs::model::OperandKind::Reg { file, .. },
-                isa_specs::target::OpValue::Reg(p),
-            ) = (&o.kind, x)
-                && file.index() == v
-            {
-                used.insert(*p);
-            }
-        }
-    }
+    let used: std::collections::BTreeSet<u32> = onnx_util::registers_of(m, &r.compiled.insts, "v")
+        .into_iter()
+        .collect();
     let low = used.iter().filter(|p| **p < 16).count();
     let high = used.len() - low;
     assert!(low >= 12 && high >= 12, "registers used: {used:?}");

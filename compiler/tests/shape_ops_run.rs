@@ -392,25 +392,10 @@ fn a_transpose_after_a_product_takes_the_other_half_of_the_registers_and_overlap
         panic!("no {prefix} region: {:?}", c.regions)
     };
     let (product, transpose) = (at("MatMul"), at("Transpose"));
-    let vreg = m
-        .regfiles
-        .iter()
-        .position(|f| f.name == "vreg")
-        .expect("vector registers");
     let halves = |range: std::ops::Range<usize>| {
         let mut seen = [false; 2];
-        for i in &c.insts[range] {
-            let def = &m.instructions[i.inst.index()];
-            for (o, v) in def.operands.iter().zip(&i.operands) {
-                if let (
-                    isa_specs::model::OperandKind::Reg { file, .. },
-                    isa_specs::target::OpValue::Reg(p),
-                ) = (&o.kind, v)
-                    && file.index() == vreg
-                {
-                    seen[usize::from(*p >= 16)] = true;
-                }
-            }
+        for p in onnx_util::registers_of(m, &c.insts[range], "vreg") {
+            seen[usize::from(p >= 16)] = true;
         }
         seen
     };

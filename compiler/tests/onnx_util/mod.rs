@@ -1,5 +1,6 @@
 //! Building ONNX models in tests with the prost messages, and looking into
-//! the graphs the importer makes. Shared by the ONNX test files.
+//! the graphs the importer makes and the registers compiled programs name.
+//! Shared by the ONNX test files.
 
 #![allow(dead_code, reason = "each test file uses a part")]
 
@@ -117,4 +118,32 @@ pub fn run_everywhere(g: &Graph, seed: u64, what: &str, may_refuse: &[&str]) -> 
         }
     }
     ran
+}
+
+/// The registers of file `file` that instructions `insts` name, in order.
+pub fn registers_of(
+    m: &isa_specs::Machine,
+    insts: &[isa_specs::target::MInst],
+    file: &str,
+) -> Vec<u32> {
+    let f = m
+        .regfiles
+        .iter()
+        .position(|r| r.name == file)
+        .expect("a register file of that name");
+    let mut regs = Vec::new();
+    for i in insts {
+        let def = &m.instructions[i.inst.index()];
+        for (o, x) in def.operands.iter().zip(&i.operands) {
+            if let (
+                isa_specs::model::OperandKind::Reg { file, .. },
+                isa_specs::target::OpValue::Reg(p),
+            ) = (&o.kind, x)
+                && file.index() == f
+            {
+                regs.push(*p);
+            }
+        }
+    }
+    regs
 }
