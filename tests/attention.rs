@@ -216,7 +216,9 @@ fn the_softmax_takes_the_scores_scale_and_mask() {
     let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
     assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
     let region = attention_regions(&r.compiled)[0];
-    // The scale (1/8, a power of two) is folded into the mask's product.
+    // The scale (1/8, a power of two) went into the query columns of the
+    // projection (`canon`), the mask's product stays.
+    assert!(!region.contains("attn.scaled"), "{region}");
     assert!(
         region.contains(
             "MatMul(attn.scores) | Rows: Mul(attn.masked_scores/kept) -> Add(attn.masked_scores) -> ReduceMax"
@@ -313,6 +315,34 @@ fn a_causal_softmax_skips_the_masked_triangle() {
     let (m_on, m_off) = (count(&on.compiled, "mmul"), count(&off.compiled, "mmul"));
     assert!(m_on < m_off, "mmul: {m_on} against {m_off}");
     assert!(on.report.cycles < off.report.cycles);
+}
+
+/// Where the scale went elsewhere (into the query projection, `canon`),
+/// the mask holds 0 and 1: a chunk of it that keeps every element costs no
+/// operation, so of each block of 8 rows only the diagonal's chunk is
+/// masked (one multiply-add per block), where a scale left in the mask
+/// costs one per chunk computed.
+#[test]
+fn chunks_the_mask_keeps_whole_cost_no_operation() {
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let fmas = |scale: f64| {
+        let mut g = causal(1, 256, 64, &[]);
+        let c = g
+            .values
+            .iter()
+            .position(|v| v.name == "c")
+            .expect("the scale");
+        let ty = g.constants[&ValueId(c as u32)].ty.clone();
+        g.constants
+            .insert(ValueId(c as u32), Tensor::new(ty, vec![scale]));
+        let inputs = compiler::run::random_inputs(&g, 4);
+        let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+        assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+        count(&r.compiled, "vfma")
+    };
+    // 32 blocks of 8 rows; blocks from row 128 on compute two chunks.
+    assert_eq!(fmas(1.0), 32);
+    assert_eq!(fmas(0.125), 48);
 }
 
 /// A row with every column masked has a uniform softmax, not zeros: it is

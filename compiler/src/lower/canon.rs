@@ -71,7 +71,187 @@ pub fn prepare(g: &Graph, caps: Caps) -> Result<Graph, LowerError> {
             message,
         })?;
     }
-    Ok(fold_power_of_two_scales(out))
+    Ok(fold_power_of_two_scales(fold_scales_into_projections(out)))
+}
+
+/// `(A · B) · 2^k`, where `A` is a block of columns of `x · W + b` seen
+/// through views (attention's queries, split from one projection into
+/// heads), as `A' · B` with that block of columns of the constants `W` and
+/// `b` scaled by `2^k`: attention's scale goes into the query projection's
+/// weights, so the mask a `Where` becomes holds 0 and 1 and the scores
+/// below the diagonal need no operation at all (`rows`). Exact: a power of
+/// two only moves the exponent (only where every scaled weight is a normal
+/// f32 or zero). The other blocks of columns must be read by slices that
+/// do not overlap this one.
+fn fold_scales_into_projections(g: Graph) -> Graph {
+    let mut g = g;
+    let (consumers, producer) = super::fuse::uses(&g);
+    let used_once = |g: &Graph, v: ValueId| {
+        !g.outputs.contains(&v) && consumers.get(&v).is_some_and(|c| c.len() == 1)
+    };
+    let power_of_two = |g: &Graph, v: ValueId| -> Option<f64> {
+        let t = g.constants.get(&v)?;
+        let c = *t.data.first()?;
+        let pow2 = c.is_normal() && c.to_bits() & ((1 << 52) - 1) == 0;
+        (t.data.iter().all(|x| x.to_bits() == c.to_bits()) && pow2).then_some(c)
+    };
+    // The columns `[c0, c1)` a slice takes of the last dimension, if it
+    // takes only those (every other dimension whole, step 1).
+    let columns = |g: &Graph, n: &Node| -> Option<(usize, usize)> {
+        let Op::Slice {
+            starts,
+            ends,
+            steps,
+        } = &n.op
+        else {
+            return None;
+        };
+        let shape = &g.ty(n.inputs[0]).shape;
+        let last = shape.len().checked_sub(1)?;
+        let whole =
+            (0..last).all(|d| starts[d] == 0 && ends[d] as usize == shape[d] && steps[d] == 1);
+        (whole && steps[last] == 1 && starts[last] >= 0 && ends[last] > starts[last]).then(|| {
+            (
+                starts[last] as usize,
+                (ends[last] as usize).min(shape[last]),
+            )
+        })
+    };
+    let mut dropped: Vec<usize> = Vec::new();
+    for i in 0..g.nodes.len() {
+        let n = &g.nodes[i];
+        if !matches!(n.op, Op::Mul) || n.inputs.len() != 2 {
+            continue;
+        }
+        let Some((scores, c)) = [(0, 1), (1, 0)]
+            .into_iter()
+            .find_map(|(si, ci)| power_of_two(&g, n.inputs[ci]).map(|c| (n.inputs[si], c)))
+        else {
+            continue;
+        };
+        let Some(&mi) = producer.get(&scores) else {
+            continue;
+        };
+        if !matches!(g.nodes[mi].op, Op::MatMul) || !used_once(&g, scores) {
+            continue;
+        }
+        // Up from `A` through views read once.
+        let mut v = g.nodes[mi].inputs[0];
+        let slice = loop {
+            let Some(&p) = producer.get(&v) else {
+                break None;
+            };
+            if !used_once(&g, v) {
+                break None;
+            }
+            match g.nodes[p].op {
+                Op::Transpose { .. } | Op::Reshape { .. } | Op::Identity => {
+                    v = g.nodes[p].inputs[0]
+                }
+                Op::Slice { .. } => break Some(p),
+                _ => break None,
+            }
+        };
+        let Some(si) = slice else { continue };
+        let Some((c0, c1)) = columns(&g, &g.nodes[si]) else {
+            continue;
+        };
+        // `x · W + b`, its other readers slices of other columns.
+        let sum = g.nodes[si].inputs[0];
+        let Some(&ai) = producer.get(&sum) else {
+            continue;
+        };
+        let others_apart = consumers.get(&sum).is_some_and(|cs| {
+            cs.iter().all(|&k| {
+                k == si || columns(&g, &g.nodes[k]).is_some_and(|(a, b)| b <= c0 || a >= c1)
+            })
+        });
+        if !matches!(g.nodes[ai].op, Op::Add) || !others_apart || g.outputs.contains(&sum) {
+            continue;
+        }
+        let Some((prod, b)) = [(0, 1), (1, 0)].into_iter().find_map(|(pi, bi)| {
+            let (p, b) = (g.nodes[ai].inputs[pi], g.nodes[ai].inputs[bi]);
+            g.constants.contains_key(&b).then_some((p, b))
+        }) else {
+            continue;
+        };
+        let Some(&wi) = producer.get(&prod) else {
+            continue;
+        };
+        let w = g.nodes[wi].inputs.get(1).copied();
+        let cols = g.ty(sum).shape.last().copied().unwrap_or(0);
+        let Some(w) = w.filter(|&w| {
+            matches!(g.nodes[wi].op, Op::MatMul)
+                && g.constants
+                    .get(&w)
+                    .is_some_and(|t| t.ty.shape.len() == 2 && t.ty.shape[1] == cols)
+                && used_once(&g, w)
+                && used_once(&g, prod)
+        }) else {
+            continue;
+        };
+        let bias_ok = g
+            .constants
+            .get(&b)
+            .is_some_and(|t| t.ty.shape.last() == Some(&cols) && t.ty.numel() == cols)
+            && used_once(&g, b);
+        if !bias_ok {
+            continue;
+        }
+        let (Some(w2), Some(b2)) = (
+            scaled_columns(&g.constants[&w], cols, (c0, c1), c),
+            scaled_columns(&g.constants[&b], cols, (c0, c1), c),
+        ) else {
+            continue;
+        };
+        g.constants.insert(w, w2);
+        g.constants.insert(b, b2);
+        // The scale's readers read the product.
+        let out = g.nodes[i].outputs[0];
+        for k in &mut g.nodes {
+            for x in &mut k.inputs {
+                if *x == out {
+                    *x = scores;
+                }
+            }
+        }
+        for x in &mut g.outputs {
+            if *x == out {
+                *x = scores;
+            }
+        }
+        dropped.push(i);
+    }
+    let mut k = 0;
+    g.nodes.retain(|_| {
+        k += 1;
+        !dropped.contains(&(k - 1))
+    });
+    g
+}
+
+/// Constant `t` (an f32 matrix of `cols` columns, or a row of them) with
+/// columns `c0..c1` times `c`, as f32 bytes; None where a scaled element is
+/// not a normal f32 or zero.
+fn scaled_columns(t: &Tensor, cols: usize, (c0, c1): (usize, usize), c: f64) -> Option<Tensor> {
+    if t.ty.elem != crate::ir::ElemType::F32 || cols == 0 {
+        return None;
+    }
+    let n = t.data.len();
+    let mut bytes = Vec::with_capacity(4 * n);
+    let mut row = vec![0.0; cols];
+    for r in 0..n / cols {
+        t.data.read(r * cols, &mut row);
+        for (j, &x) in row.iter().enumerate() {
+            let y = if (c0..c1).contains(&j) { x * c } else { x };
+            let f = y as f32;
+            if !(f == 0.0 || f.is_normal()) || f64::from(f) != y {
+                return None;
+            }
+            bytes.extend_from_slice(&f.to_le_bytes());
+        }
+    }
+    Some(Tensor::f32_bytes(t.ty.shape.clone(), bytes.into()))
 }
 
 /// `(x · 2^k) · K` (the product used once, `K` constant) as `x · (K · 2^k)`:
@@ -867,6 +1047,78 @@ mod tests {
         assert_eq!(g.nodes[0].inputs[0], g.inputs[0]);
         assert_eq!(build(0.3, false).nodes.len(), 2);
         assert_eq!(build(0.125, true).nodes.len(), 2);
+    }
+
+    /// Attention's scale moves into the columns of the projection its
+    /// queries are sliced from (weights and bias), exactly; not for a scale
+    /// that is no power of two, nor where another slice reads those columns.
+    #[test]
+    fn a_power_of_two_scale_of_scores_moves_into_the_query_columns_of_the_projection() {
+        let caps = Caps {
+            min_reduction: true,
+            round: true,
+            lane_broadcast: true,
+        };
+        let build = |c: f64, k_from: i64| {
+            let mut g = Graph::default();
+            let x = g.add_value("x", f32s(&[4, 3]));
+            g.inputs.push(x);
+            let w: Vec<f64> = (0..18).map(|i| f64::from(i) - 4.0).collect();
+            let w = g.add_constant("w", Tensor::new(f32s(&[3, 6]), w));
+            let b = g.add_constant(
+                "b",
+                Tensor::new(f32s(&[6]), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            );
+            let mm = g
+                .add_node("proj.mm", Op::MatMul, vec![x, w])
+                .expect("typed")[0];
+            let qkv = g.add_node("proj", Op::Add, vec![mm, b]).expect("typed")[0];
+            let cols = |from: i64| Op::Slice {
+                starts: vec![0, from],
+                ends: vec![4, from + 2],
+                steps: vec![1, 1],
+            };
+            let q = g.add_node("q", cols(0), vec![qkv]).expect("typed")[0];
+            let k = g.add_node("k", cols(k_from), vec![qkv]).expect("typed")[0];
+            let kt = g
+                .add_node("k.t", Op::Transpose { perm: vec![1, 0] }, vec![k])
+                .expect("typed")[0];
+            let scores = g
+                .add_node("scores", Op::MatMul, vec![q, kt])
+                .expect("typed")[0];
+            let c = g.add_constant("scale", Tensor::new(f32s(&[]), vec![c]));
+            let y = g
+                .add_node("scaled", Op::Mul, vec![scores, c])
+                .expect("typed")[0];
+            g.outputs.push(y);
+            prepare(&g, caps).expect("prepares")
+        };
+        let g = build(0.5, 2);
+        assert!(!g.nodes.iter().any(|n| n.name == "scaled"), "{:?}", g.nodes);
+        let scores = g.nodes.iter().find(|n| n.name == "scores").expect("kept");
+        assert_eq!(g.outputs, scores.outputs);
+        let w = g
+            .nodes
+            .iter()
+            .find(|n| n.name == "proj.mm")
+            .expect("kept")
+            .inputs[1];
+        let want: Vec<f64> = (0..18)
+            .map(|i| (f64::from(i) - 4.0) * if i % 6 < 2 { 0.5 } else { 1.0 })
+            .collect();
+        assert_eq!(g.constants[&w].data.to_vec(), want);
+        let b = g
+            .nodes
+            .iter()
+            .find(|n| n.name == "proj")
+            .expect("kept")
+            .inputs[1];
+        assert_eq!(
+            g.constants[&b].data.to_vec(),
+            vec![0.5, 1.0, 3.0, 4.0, 5.0, 6.0]
+        );
+        assert!(build(0.3, 2).nodes.iter().any(|n| n.name == "scaled"));
+        assert!(build(0.5, 1).nodes.iter().any(|n| n.name == "scaled"));
     }
 
     /// A causal mask over every head: the constant `Where` selects is made

@@ -1094,6 +1094,37 @@ impl Lowerer<'_> {
                         let w = if st.row { wb } else { widths[k] };
                         let pick =
                             |xs: &Vec<RegTile>| shaped(&xs[if xs.len() == 1 { 0 } else { k }], w);
+                        // An operation that leaves its operand as it is on
+                        // this chunk (`x · 1`, `x + 0`, `x · 1 + 0`: a mask's
+                        // kept part) is no operation.
+                        let c = b.c0 + k as i64 * gc;
+                        let known = |a: &Arg| match a {
+                            Arg::Uniform(x) => Some(*x),
+                            Arg::Const(v) => self
+                                .g
+                                .constants
+                                .get(v)
+                                .and_then(|t| chunk_uniform(t, b.row0, h, c, w)),
+                            _ => None,
+                        };
+                        let is = |a: &Arg, x: f64| known(a) == Some(x);
+                        let same = match (ew, args.as_slice()) {
+                            (Ew::Mul, [x, one]) | (Ew::Mul, [one, x]) if is(one, 1.0) => Some(x),
+                            (Ew::Add, [x, zero]) | (Ew::Add, [zero, x]) if is(zero, 0.0) => Some(x),
+                            (Ew::MulAdd, [x, one, zero]) | (Ew::MulAdd, [one, x, zero])
+                                if is(one, 1.0) && is(zero, 0.0) =>
+                            {
+                                Some(x)
+                            }
+                            _ => None,
+                        };
+                        if let Some(x) = same
+                            && let Some(i) = args.iter().position(|a| std::ptr::eq(a, x))
+                            && matches!(x, Arg::Slot(_))
+                        {
+                            outs.push(pick(&per[i]));
+                            continue;
+                        }
                         let mut ops_k: Vec<RegTile> = Vec::with_capacity(args.len());
                         for (a, xs) in args.iter().zip(&per) {
                             let x = match a {
