@@ -216,8 +216,8 @@ fn the_softmax_takes_the_scores_scale_and_mask() {
     let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
     assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
     let region = attention_regions(&r.compiled)[0];
-    // The scale (1/8, a power of two) went into the query columns of the
-    // projection (`canon`), the mask's product stays.
+    // The scale (1/8, a power of two) went into the projection's epilogue,
+    // over the query columns (`canon`); the mask's product stays.
     assert!(!region.contains("attn.scaled"), "{region}");
     assert!(
         region.contains(

@@ -51,6 +51,9 @@ pub struct Caps {
     /// broadcast, [`super::ops::broadcast_lanes`]) where it meets a computed
     /// operand of the full width, instead of widened by a product first.
     pub lane_broadcast: bool,
+    /// The columns of one register of the file row groups compute in, if
+    /// any (a row wider than this has chunks a mask keeps whole).
+    pub row_chunk: Option<usize>,
 }
 
 /// The graph with the rewrites applied (unchanged when none applies).
@@ -71,19 +74,26 @@ pub fn prepare(g: &Graph, caps: Caps) -> Result<Graph, LowerError> {
             message,
         })?;
     }
-    Ok(fold_power_of_two_scales(fold_scales_into_projections(out)))
+    let out = match caps.row_chunk {
+        Some(chunk) => fold_scales_into_projections(out, chunk),
+        None => out,
+    };
+    Ok(fold_power_of_two_scales(out))
 }
 
 /// `(A · B) · 2^k`, where `A` is a block of columns of `x · W + b` seen
 /// through views (attention's queries, split from one projection into
-/// heads), as `A' · B` with that block of columns of the constants `W` and
-/// `b` scaled by `2^k`: attention's scale goes into the query projection's
-/// weights, so the mask a `Where` becomes holds 0 and 1 and the scores
-/// below the diagonal need no operation at all (`rows`). Exact: a power of
-/// two only moves the exponent (only where every scaled weight is a normal
-/// f32 or zero). The other blocks of columns must be read by slices that
-/// do not overlap this one.
-fn fold_scales_into_projections(g: Graph) -> Graph {
+/// heads), as `A' · B` with `A'` from `x · W · s + b · s`, `s` a constant
+/// row holding `2^k` over that block of columns and 1 elsewhere: attention's
+/// scale goes into the projection's epilogue (a multiply-add instead of an
+/// add), so the mask a `Where` becomes holds 0 and 1 and the scores below
+/// the diagonal need no operation at all (`rows`). The weights are not
+/// copied. Exact: a power of two only moves the exponent (barring overflow
+/// and subnormal results). Only where a product with a constant (the mask)
+/// reads the scaled scores, their rows are wider than one register of the
+/// row groups' file (`chunk`), and the other blocks of columns are read by
+/// slices that do not overlap this one.
+fn fold_scales_into_projections(g: Graph, chunk: usize) -> Graph {
     let mut g = g;
     let (consumers, producer) = super::fuse::uses(&g);
     let used_once = |g: &Graph, v: ValueId| {
@@ -118,6 +128,7 @@ fn fold_scales_into_projections(g: Graph) -> Graph {
         })
     };
     let mut dropped: Vec<usize> = Vec::new();
+    let mut inserted: Vec<(usize, Node)> = Vec::new();
     for i in 0..g.nodes.len() {
         let n = &g.nodes[i];
         if !matches!(n.op, Op::Mul) || n.inputs.len() != 2 {
@@ -132,7 +143,22 @@ fn fold_scales_into_projections(g: Graph) -> Graph {
         let Some(&mi) = producer.get(&scores) else {
             continue;
         };
-        if !matches!(g.nodes[mi].op, Op::MatMul) || !used_once(&g, scores) {
+        let wide = g.ty(scores).shape.last().is_some_and(|&w| w > chunk);
+        if !matches!(g.nodes[mi].op, Op::MatMul) || !used_once(&g, scores) || !wide {
+            continue;
+        }
+        // Only where a product with a constant (a mask) reads the scaled
+        // scores: the scale would go into it otherwise, and the mask of 0
+        // and 1 is what saves the operations.
+        let masked = consumers.get(&n.outputs[0]).is_some_and(|cs| {
+            cs.len() == 1
+                && matches!(g.nodes[cs[0]].op, Op::Mul)
+                && g.nodes[cs[0]]
+                    .inputs
+                    .iter()
+                    .any(|x| g.constants.contains_key(x))
+        });
+        if !masked {
             continue;
         }
         // Up from `A` through views read once.
@@ -175,37 +201,59 @@ fn fold_scales_into_projections(g: Graph) -> Graph {
         }) else {
             continue;
         };
-        let Some(&wi) = producer.get(&prod) else {
-            continue;
-        };
-        let w = g.nodes[wi].inputs.get(1).copied();
         let cols = g.ty(sum).shape.last().copied().unwrap_or(0);
-        let Some(w) = w.filter(|&w| {
-            matches!(g.nodes[wi].op, Op::MatMul)
-                && g.constants
-                    .get(&w)
-                    .is_some_and(|t| t.ty.shape.len() == 2 && t.ty.shape[1] == cols)
-                && used_once(&g, w)
-                && used_once(&g, prod)
+        let made_by_product = producer
+            .get(&prod)
+            .is_some_and(|&k| matches!(g.nodes[k].op, Op::MatMul));
+        let Some(bt) = g.constants.get(&b).filter(|t| {
+            t.ty.shape.last() == Some(&cols) && t.ty.numel() == cols && used_once(&g, b)
         }) else {
             continue;
         };
-        let bias_ok = g
-            .constants
-            .get(&b)
-            .is_some_and(|t| t.ty.shape.last() == Some(&cols) && t.ty.numel() == cols)
-            && used_once(&g, b);
-        if !bias_ok {
+        if !made_by_product || !used_once(&g, prod) || g.ty(prod).shape != g.ty(sum).shape {
             continue;
         }
-        let (Some(w2), Some(b2)) = (
-            scaled_columns(&g.constants[&w], cols, (c0, c1), c),
-            scaled_columns(&g.constants[&b], cols, (c0, c1), c),
-        ) else {
+        let row: Vec<f64> = (0..cols)
+            .map(|j| if (c0..c1).contains(&j) { c } else { 1.0 })
+            .collect();
+        let scaled: Vec<f64> = bt.data.iter().zip(&row).map(|(x, s)| x * s).collect();
+        let exact = scaled.iter().all(|&y| {
+            let f = y as f32;
+            (f == 0.0 || f.is_normal()) && f64::from(f) == y
+        });
+        if !exact {
             continue;
-        };
-        g.constants.insert(w, w2);
-        g.constants.insert(b, b2);
+        }
+        let (bty, pty) = (bt.ty.clone(), g.ty(prod).clone());
+        let name = g.nodes[ai].name.clone();
+        let srow = g.add_constant(
+            format!("{name}/scale"),
+            Tensor::new(
+                TensorType {
+                    elem: bty.elem,
+                    shape: vec![cols],
+                },
+                row,
+            ),
+        );
+        let b2 = g.add_constant(format!("{name}/scaled_bias"), Tensor::new(bty, scaled));
+        let m = g.add_value(format!("{name}/scaled_product"), pty);
+        inserted.push((
+            ai,
+            Node {
+                name: format!("{name}/scale"),
+                op: Op::Mul,
+                inputs: vec![prod, srow],
+                outputs: vec![m],
+            },
+        ));
+        for x in &mut g.nodes[ai].inputs {
+            if *x == prod {
+                *x = m;
+            } else if *x == b {
+                *x = b2;
+            }
+        }
         // The scale's readers read the product.
         let out = g.nodes[i].outputs[0];
         for k in &mut g.nodes {
@@ -222,36 +270,18 @@ fn fold_scales_into_projections(g: Graph) -> Graph {
         }
         dropped.push(i);
     }
-    let mut k = 0;
-    g.nodes.retain(|_| {
-        k += 1;
-        !dropped.contains(&(k - 1))
-    });
-    g
-}
-
-/// Constant `t` (an f32 matrix of `cols` columns, or a row of them) with
-/// columns `c0..c1` times `c`, as f32 bytes; None where a scaled element is
-/// not a normal f32 or zero.
-fn scaled_columns(t: &Tensor, cols: usize, (c0, c1): (usize, usize), c: f64) -> Option<Tensor> {
-    if t.ty.elem != crate::ir::ElemType::F32 || cols == 0 {
-        return None;
-    }
-    let n = t.data.len();
-    let mut bytes = Vec::with_capacity(4 * n);
-    let mut row = vec![0.0; cols];
-    for r in 0..n / cols {
-        t.data.read(r * cols, &mut row);
-        for (j, &x) in row.iter().enumerate() {
-            let y = if (c0..c1).contains(&j) { x * c } else { x };
-            let f = y as f32;
-            if !(f == 0.0 || f.is_normal()) || f64::from(f) != y {
-                return None;
-            }
-            bytes.extend_from_slice(&f.to_le_bytes());
+    // Each new scale before the sum it feeds; the scales of the scores gone.
+    let mut nodes = Vec::with_capacity(g.nodes.len() + inserted.len());
+    for (k, n) in std::mem::take(&mut g.nodes).into_iter().enumerate() {
+        if let Some(at) = inserted.iter().position(|(ai, _)| *ai == k) {
+            nodes.push(inserted.swap_remove(at).1);
+        }
+        if !dropped.contains(&k) {
+            nodes.push(n);
         }
     }
-    Some(Tensor::f32_bytes(t.ty.shape.clone(), bytes.into()))
+    g.nodes = nodes;
+    g
 }
 
 /// `(x · 2^k) · K` (the product used once, `K` constant) as `x · (K · 2^k)`:
@@ -1025,6 +1055,7 @@ mod tests {
             min_reduction: true,
             round: true,
             lane_broadcast: true,
+            row_chunk: Some(2),
         };
         let build = |c: f64, twice: bool| {
             let mut g = Graph::default();
@@ -1049,17 +1080,20 @@ mod tests {
         assert_eq!(build(0.125, true).nodes.len(), 2);
     }
 
-    /// Attention's scale moves into the columns of the projection its
-    /// queries are sliced from (weights and bias), exactly; not for a scale
-    /// that is no power of two, nor where another slice reads those columns.
+    /// Attention's scale, before a mask, moves into the epilogue of the
+    /// projection its queries are sliced from (a row of scales over their
+    /// columns, the bias scaled), exactly, and the mask keeps its 0 and 1;
+    /// not for a scale that is no power of two, nor where another slice
+    /// reads those columns.
     #[test]
-    fn a_power_of_two_scale_of_scores_moves_into_the_query_columns_of_the_projection() {
-        let caps = Caps {
-            min_reduction: true,
-            round: true,
-            lane_broadcast: true,
-        };
-        let build = |c: f64, k_from: i64| {
+    fn a_power_of_two_scale_of_masked_scores_moves_into_the_query_columns_of_the_projection() {
+        let build_in = |c: f64, k_from: i64, chunk: usize| {
+            let caps = Caps {
+                min_reduction: true,
+                round: true,
+                lane_broadcast: true,
+                row_chunk: Some(chunk),
+            };
             let mut g = Graph::default();
             let x = g.add_value("x", f32s(&[4, 3]));
             g.inputs.push(x);
@@ -1090,35 +1124,45 @@ mod tests {
             let y = g
                 .add_node("scaled", Op::Mul, vec![scores, c])
                 .expect("typed")[0];
+            let tril = (0..16)
+                .map(|i| f64::from(u8::from(i % 4 <= i / 4)))
+                .collect();
+            let m = g.add_constant("mask", Tensor::new(f32s(&[4, 4]), tril));
+            let y = g.add_node("masked", Op::Mul, vec![y, m]).expect("typed")[0];
             g.outputs.push(y);
             prepare(&g, caps).expect("prepares")
         };
+        let build = |c: f64, k_from: i64| build_in(c, k_from, 2);
+        let node = |g: &Graph, name: &str| g.nodes.iter().find(|n| n.name == name).cloned();
         let g = build(0.5, 2);
-        assert!(!g.nodes.iter().any(|n| n.name == "scaled"), "{:?}", g.nodes);
-        let scores = g.nodes.iter().find(|n| n.name == "scores").expect("kept");
-        assert_eq!(g.outputs, scores.outputs);
-        let w = g
-            .nodes
-            .iter()
-            .find(|n| n.name == "proj.mm")
-            .expect("kept")
-            .inputs[1];
-        let want: Vec<f64> = (0..18)
-            .map(|i| (f64::from(i) - 4.0) * if i % 6 < 2 { 0.5 } else { 1.0 })
-            .collect();
-        assert_eq!(g.constants[&w].data.to_vec(), want);
-        let b = g
-            .nodes
-            .iter()
-            .find(|n| n.name == "proj")
-            .expect("kept")
-            .inputs[1];
+        assert!(node(&g, "scaled").is_none(), "{:?}", g.nodes);
+        let scale = node(&g, "proj/scale").expect("a scale in the epilogue");
         assert_eq!(
-            g.constants[&b].data.to_vec(),
+            scale.inputs[0],
+            node(&g, "proj.mm").expect("kept").outputs[0]
+        );
+        assert_eq!(
+            g.constants[&scale.inputs[1]].data.to_vec(),
+            vec![0.5, 0.5, 1.0, 1.0, 1.0, 1.0]
+        );
+        let sum = node(&g, "proj").expect("kept");
+        assert_eq!(sum.inputs[0], scale.outputs[0]);
+        assert_eq!(
+            g.constants[&sum.inputs[1]].data.to_vec(),
             vec![0.5, 1.0, 3.0, 4.0, 5.0, 6.0]
         );
-        assert!(build(0.3, 2).nodes.iter().any(|n| n.name == "scaled"));
-        assert!(build(0.5, 1).nodes.iter().any(|n| n.name == "scaled"));
+        let masked = node(&g, "masked").expect("kept");
+        assert_eq!(
+            masked.inputs[0],
+            node(&g, "scores").expect("kept").outputs[0]
+        );
+        let mask = &g.constants[&masked.inputs[1]];
+        assert!(mask.data.iter().all(|&x| x == 0.0 || x == 1.0), "{mask:?}");
+        // The scale stays with the scores (folded into the mask where it can).
+        assert!(node(&build(0.3, 2), "proj/scale").is_none());
+        assert!(node(&build(0.5, 1), "proj/scale").is_none());
+        // Nor where a row of scores is one register chunk: no chunk is kept whole.
+        assert!(node(&build_in(0.5, 2, 4), "proj/scale").is_none());
     }
 
     /// A causal mask over every head: the constant `Where` selects is made
@@ -1144,6 +1188,7 @@ mod tests {
             min_reduction: true,
             round: true,
             lane_broadcast: true,
+            row_chunk: Some(2),
         };
         let out = prepare(&g, caps).expect("prepares");
         let (_, t) = out

@@ -699,6 +699,10 @@ fn canon_for(
         min_reduction: !reduce::forms(&probe, crate::ir::ReduceKind::Min).is_empty(),
         round: !ops::ew_forms(&probe, Ew::Call(Func::Round)).is_empty(),
         lane_broadcast: opts.broadcast_rows && !ops::lane_broadcast_files(&probe).is_empty(),
+        row_chunk: ops::lane_broadcast_files(&probe)
+            .first()
+            .filter(|_| opts.fuse_rows && opts.broadcast_rows)
+            .map(|&f| probe.granule(f).1.max(1) as usize),
     };
     canon::prepare(g, caps)
 }
