@@ -172,7 +172,7 @@ fn fold_scales_into_projections(g: Graph, chunk: usize) -> Graph {
             }
             match g.nodes[p].op {
                 Op::Transpose { .. } | Op::Reshape { .. } | Op::Identity => {
-                    v = g.nodes[p].inputs[0]
+                    v = g.nodes[p].inputs[0];
                 }
                 Op::Slice { .. } => break Some(p),
                 _ => break None,
