@@ -226,7 +226,10 @@ pub struct OptArgs {
     #[arg(long)]
     no_reverse_priorities: bool,
     /// Compute what a constant mask makes dead (a causal softmax's upper
-    /// triangle, the products making and reading it) instead of skipping it.
+    /// triangle, the products making and reading it) instead of skipping it,
+    /// and leave attention's scale on the scores instead of moving it into
+    /// the query projection's epilogue (where the mask's kept chunks then
+    /// cost no operation).
     #[arg(long)]
     no_skip_masked: bool,
 }

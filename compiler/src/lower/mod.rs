@@ -560,7 +560,9 @@ pub struct Options {
     /// softmax computes each block of rows up to its diagonal's chunk and
     /// stores zeros beyond, the product making the scores skips the tiles
     /// above the diagonal, and the product reading the probabilities stops
-    /// its reduction there.
+    /// its reduction there. Attention's power-of-two scale goes into the
+    /// query projection's epilogue (`canon`), so the mask holds 0 and 1 and
+    /// the chunks it keeps whole cost no operation.
     pub skip_masked: bool,
 }
 
@@ -701,7 +703,7 @@ fn canon_for(
         lane_broadcast: opts.broadcast_rows && !ops::lane_broadcast_files(&probe).is_empty(),
         row_chunk: ops::lane_broadcast_files(&probe)
             .first()
-            .filter(|_| opts.fuse_rows && opts.broadcast_rows)
+            .filter(|_| opts.fuse_rows && opts.broadcast_rows && opts.skip_masked)
             .map(|&f| probe.granule(f).1.max(1) as usize),
     };
     canon::prepare(g, caps)
