@@ -49,6 +49,7 @@ pub const SWITCHES: &[Switch] = &[
     ("column_chunks", |o| o.column_chunks = false),
     ("dense_joins", |o| o.dense_joins = false),
     ("reverse_priorities", |o| o.reverse_priorities = false),
+    ("finish_chains", |o| o.finish_chains = false),
     ("skip_masked", |o| o.skip_masked = false),
 ];
 

@@ -36,7 +36,11 @@
 //! scheduling); with [`Rules::reverse_priorities`] the rank adds the
 //! instruction's distance from the end in a list schedule of the reversed
 //! program under the same resources, which sees the units and bandwidth the
-//! critical path does not (the last output tiles' stores waiting for HBM). A slot takes one instruction per bundle; a unit copy is busy
+//! critical path does not (the last output tiles' stores waiting for HBM).
+//! With [`Rules::finish_chains`], a unit's chains of accumulations into one
+//! register (a GEMM's output tiles) finish one per copy of the unit at a
+//! time instead of advancing together, where the work known can keep the
+//! copies busy that way ([`Ready`]). A slot takes one instruction per bundle; a unit copy is busy
 //! for the instruction's occupancy (until it finishes if not pipelined).
 //! Asynchronous transfers take turns on each memory they touch, each for its
 //! bytes over the memory's bandwidth, as the simulator books them: a
@@ -126,6 +130,8 @@ impl Edge {
 struct Deps {
     infos: Vec<Info>,
     edges: Vec<Edge>,
+    /// The accumulation chains ([`chains`]).
+    chains: Chains,
     rules: Rules,
     /// [`Lists::bookings`].
     bookings: Vec<(usize, u64)>,
@@ -155,9 +161,15 @@ impl Deps {
     ) -> Deps {
         let (infos, lists) = times.time("effects", || infos(t, m, insts, rules));
         let edges = times.time("dependences", || edges(&infos, &lists));
+        let chains = if rules.finish_chains {
+            times.time("chains", || chains(&infos, &edges, &lists.places))
+        } else {
+            Chains::default()
+        };
         Deps {
             infos,
             edges,
+            chains,
             rules,
             bookings: lists.bookings,
         }
@@ -258,6 +270,10 @@ pub struct Rules {
     /// the same units and memory bandwidth, places them
     /// (`reverse_priorities`), rather than by the critical path alone.
     pub reverse_priorities: bool,
+    /// While every copy of a unit has a chain of accumulations going, a
+    /// ready next step of one goes before the first of another, unless the
+    /// work known would then leave copies idle at the end (see [`Ready`]).
+    pub finish_chains: bool,
 }
 
 impl Default for Rules {
@@ -267,6 +283,7 @@ impl Default for Rules {
         Rules {
             transfers_are_barriers: true,
             reverse_priorities: false,
+            finish_chains: false,
         }
     }
 }
@@ -777,6 +794,199 @@ pub fn schedule_checked(
     Ok((bundles, placed))
 }
 
+/// An instruction's part in a chain of accumulations into one register: a
+/// head starts it (overwrites the register, or adds to what something else
+/// wrote), a continuation adds to what the accumulation before it left,
+/// an end is the last.
+const HEAD: u8 = 1;
+const CONTINUES: u8 = 2;
+const ENDS: u8 = 4;
+
+/// The accumulation chains of a program.
+#[derive(Default)]
+struct Chains {
+    /// Each instruction's [`HEAD`], [`CONTINUES`], [`ENDS`] bits (0: not an
+    /// accumulation).
+    role: Vec<u8>,
+    /// The head of its chain.
+    head: Vec<u32>,
+    /// The cycles of its chain from it on: its accumulation delay and those
+    /// of the links after it.
+    rest: Vec<u64>,
+    /// Whether it holds up what follows only by the chains' registers: an
+    /// accumulation, or a read of a register file accumulations write (a
+    /// pop). Known for the predecessors of heads (the only ones asked).
+    holds: Vec<bool>,
+    /// Per head, its predecessors that do not [`Self::holds`].
+    gates: Vec<u32>,
+}
+
+/// A continuation reads a register it writes, and has an edge from an
+/// accumulation (the one that last wrote the register).
+fn chains(infos: &[Info], edges: &[Edge], places: &[Place]) -> Chains {
+    let n = infos.len();
+    let reads_own = |b: &Info| {
+        let regs = |run| {
+            run_of(places, run)
+                .iter()
+                .filter(|p| matches!(p, Place::Reg { .. }))
+        };
+        regs(b.reads).any(|r| regs(b.writes).any(|w| w == r))
+    };
+    let own: Vec<bool> = infos
+        .iter()
+        .map(|b| b.accumulate > 0 && reads_own(b))
+        .collect();
+    let mut next = vec![u32::MAX; n];
+    let mut head: Vec<u32> = (0..n as u32).collect();
+    let mut role: Vec<u8> = infos
+        .iter()
+        .map(|b| if b.accumulate > 0 { HEAD | ENDS } else { 0 })
+        .collect();
+    // Edges come by `to`, so a link's `from` has its head already.
+    for e in edges {
+        let (f, t) = (e.from(), e.to());
+        if own[t] && infos[f].accumulate > 0 && role[t] & CONTINUES == 0 {
+            role[t] = (role[t] & !HEAD) | CONTINUES;
+            role[f] &= !ENDS;
+            next[f] = t as u32;
+            head[t] = head[f];
+        }
+    }
+    let mut rest = vec![0u64; n];
+    for i in (0..n).rev() {
+        if role[i] != 0 {
+            let after = next[i];
+            rest[i] = infos[i].accumulate
+                + if after == u32::MAX {
+                    0
+                } else {
+                    rest[after as usize]
+                };
+        }
+    }
+    let mut files: Vec<usize> = Vec::new();
+    for b in infos.iter().filter(|b| b.accumulate > 0) {
+        for p in run_of(places, b.writes) {
+            if let Place::Reg { file, .. } = p
+                && !files.contains(file)
+            {
+                files.push(*file);
+            }
+        }
+    }
+    // Only what precedes a head is asked whether it holds.
+    let mut holds = vec![false; n];
+    let mut gates = vec![0u32; n];
+    for e in edges {
+        if role[e.to()] & HEAD != 0 {
+            let b = &infos[e.from()];
+            let h = b.accumulate > 0
+                || run_of(places, b.reads)
+                    .iter()
+                    .any(|p| matches!(p, Place::Reg { file, .. } if files.contains(file)));
+            holds[e.from()] = h;
+            if !h {
+                gates[e.to()] += 1;
+            }
+        }
+    }
+    Chains {
+        role,
+        head,
+        rest,
+        holds,
+        gates,
+    }
+}
+
+/// One unit's instructions ready to issue, and its accumulation chains.
+///
+/// Critical-path priorities alone interleave a unit's chains (the next
+/// step of a chain ranks below the first of another), so that all of them
+/// end at once: their registers are all busy until then, and the chains
+/// after them wait for the registers. While every copy of the unit has a
+/// chain going, a ready continuation therefore goes before a new chain,
+/// unless the new chain, started when the shortest open one ends, would end
+/// after the work known (open chains and ready heads) could keep every
+/// copy busy: then interleaving balances the copies better.
+#[derive(Default)]
+struct Ready {
+    /// Highest priority first.
+    others: BinaryHeap<(u64, Reverse<usize>)>,
+    conts: BinaryHeap<(u64, Reverse<usize>)>,
+    /// The chains begun whose last step has not finished: head, cycles of
+    /// the steps not issued, and the cycle the last one issued ends.
+    open: Vec<(u32, u64, u64)>,
+    /// The cycles of the chains of the heads in `others`.
+    waiting: u64,
+}
+
+impl Ready {
+    fn push(&mut self, chains: Option<&Chains>, i: usize, prio: u64) {
+        let role = chains.map_or(0, |c| c.role[i]);
+        if role & CONTINUES != 0 {
+            self.conts.push((prio, Reverse(i)));
+        } else {
+            self.others.push((prio, Reverse(i)));
+        }
+    }
+
+    /// The instruction to try next on a unit of `copies`.
+    fn top(
+        &self,
+        chains: Option<&Chains>,
+        copies: usize,
+        cycle: u64,
+    ) -> Option<(u64, Reverse<usize>)> {
+        let (r, c) = (self.others.peek().copied(), self.conts.peek().copied());
+        if let (Some(chains), Some((_, Reverse(h))), Some(_)) = (chains, r, c)
+            && chains.role[h] & HEAD != 0
+            && self.open.len() >= copies
+        {
+            let left = |&(_, left, until): &(u32, u64, u64)| left + until.saturating_sub(cycle);
+            let shortest = self.open.iter().map(left).min().unwrap_or(0);
+            let work = self.open.iter().map(left).sum::<u64>() + self.waiting;
+            if (shortest + chains.rest[h]) * copies as u64 <= work {
+                return c;
+            }
+        }
+        r.max(c)
+    }
+
+    /// Takes `i` (the instruction [`Self::top`] returned) off the list.
+    fn pop(&mut self, chains: Option<&Chains>, i: usize) {
+        let role = chains.map_or(0, |c| c.role[i]);
+        if role & CONTINUES != 0 {
+            self.conts.pop();
+        } else {
+            self.others.pop();
+        }
+    }
+
+    /// `i` issued at `begins`: its chain is open until its last step ends.
+    fn issued(&mut self, chains: Option<&Chains>, i: usize, accumulate: u64, begins: u64) {
+        let Some(c) = chains.filter(|c| c.role[i] != 0) else {
+            return;
+        };
+        let head = c.head[i];
+        if c.role[i] & HEAD != 0 {
+            self.waiting -= c.rest[i];
+        }
+        let entry = (head, c.rest[i] - accumulate, begins + accumulate);
+        match self.open.iter().position(|x| x.0 == head) {
+            Some(k) => self.open[k] = entry,
+            None => self.open.push(entry),
+        }
+    }
+
+    /// Forgets the chains whose last step has ended by `cycle`.
+    fn retire(&mut self, cycle: u64) {
+        self.open
+            .retain(|&(_, left, until)| left > 0 || until > cycle);
+    }
+}
+
 /// Priorities from a list schedule of the reversed program under the same
 /// resources: each instruction's distance from the end of that schedule
 /// (plus its latency). Where units or memory bandwidth are the bottleneck,
@@ -791,7 +1001,7 @@ fn reverse_priorities(m: &Machine, deps: &Deps) -> Vec<u64> {
     };
     let succ = Successors::reversed(deps);
     let prio = priorities(rev, &succ);
-    let (_, issue) = list(m, None, rev, &succ, &prio);
+    let (_, issue) = list(m, None, rev, &succ, &prio, None);
     (0..n)
         .map(|i| issue[n - 1 - i] + deps.infos[i].latency)
         .collect()
@@ -820,7 +1030,10 @@ fn scheduled(
             *p += q;
         }
     }
-    let (bundles, issue) = times.time("schedule", || list(m, Some(insts), forward, &succ, &prio));
+    let chains = deps.rules.finish_chains.then_some(&deps.chains);
+    let (bundles, issue) = times.time("schedule", || {
+        list(m, Some(insts), forward, &succ, &prio, chains)
+    });
     let (bundles, kept) = drop_needless_padding(m, bundles);
     let placed = issue.iter().map(|&c| kept[c as usize]).collect();
     (bundles, placed)
@@ -834,6 +1047,7 @@ fn list(
     infos: View<'_>,
     succ: &Successors,
     prio: &[u64],
+    chains: Option<&Chains>,
 ) -> (Vec<Bundle>, Vec<u64>) {
     let n = infos.len();
     let mut issue: Vec<Option<u64>> = vec![None; n];
@@ -858,7 +1072,18 @@ fn list(
     // Ready now, per unit, highest priority first: the instructions of a
     // unit with no copy free this cycle are not looked at (each would be
     // blocked).
-    let mut ready: Vec<BinaryHeap<(u64, Reverse<usize>)>> = vec![BinaryHeap::new(); m.units.len()];
+    let mut ready: Vec<Ready> = (0..m.units.len()).map(|_| Ready::default()).collect();
+    let copies: Vec<usize> = unit_free.iter().map(Vec::len).collect();
+    // Per head, its predecessors left that do not hold it up by registers
+    // alone: at none, its chain counts as work to come.
+    let mut gates = chains.map_or_else(Vec::new, |c| c.gates.clone());
+    if let Some(c) = chains {
+        for i in 0..n {
+            if c.role[i] & HEAD != 0 && gates[i] == 0 {
+                ready[infos.get(i).unit].waiting += c.rest[i];
+            }
+        }
+    }
     // The head of each unit's ready instructions with a copy free, best first.
     let mut heads: BinaryHeap<(u64, Reverse<usize>)> = BinaryHeap::new();
     let mut left = n;
@@ -874,22 +1099,25 @@ fn list(
                 break;
             }
             timed.pop();
-            ready[infos.get(i).unit].push((prio[i], Reverse(i)));
+            ready[infos.get(i).unit].push(chains, i, prio[i]);
         }
         used_slots.clear();
         let mut bundle = Bundle::default();
         heads.clear();
+        if chains.is_some() {
+            ready.iter_mut().for_each(|r| r.retire(cycle));
+        }
         for (u, r) in ready.iter().enumerate() {
-            if let Some(&top) = r.peek()
+            if let Some(t) = r.top(chains, copies[u], cycle)
                 && free_copy(&unit_free, u, cycle).is_some()
             {
-                heads.push(top);
+                heads.push(t);
             }
         }
         // In priority order across the units, as if one list.
         while let Some((pr, Reverse(i))) = heads.pop() {
             let u = infos.get(i).unit;
-            ready[u].pop();
+            ready[u].pop(chains, i);
             // Same-cycle edges (delay 0) never occur: every edge delays at least one cycle.
             let copy = free_copy(&unit_free, u, cycle);
             let slot = slots(m, infos.get(i))
@@ -909,11 +1137,21 @@ fn list(
                 }
                 unit_free[u][copy] = begins + infos.get(i).busy;
                 issue[i] = Some(cycle);
+                ready[u].issued(chains, i, infos.get(i).accumulate, begins);
                 if let Some(insts) = insts {
                     bundle.ops.push((slot, insts[i].clone()));
                 }
                 left -= 1;
                 for (to, delay) in succ.of(i) {
+                    if let Some(c) = chains
+                        && c.role[to] & HEAD != 0
+                        && !c.holds[i]
+                    {
+                        gates[to] -= 1;
+                        if gates[to] == 0 {
+                            ready[infos.get(to).unit].waiting += c.rest[to];
+                        }
+                    }
                     earliest[to] = earliest[to].max(begins + delay);
                     remaining[to] -= 1;
                     if remaining[to] == 0 {
@@ -923,14 +1161,14 @@ fn list(
             } else {
                 blocked.push((pr, Reverse(i)));
             }
-            if let Some(&next) = ready[u].peek()
+            if let Some(next) = ready[u].top(chains, copies[u], cycle)
                 && free_copy(&unit_free, u, cycle).is_some()
             {
                 heads.push(next);
             }
         }
-        for b in blocked.drain(..) {
-            ready[infos.get(b.1.0).unit].push(b);
+        for (p, Reverse(i)) in blocked.drain(..) {
+            ready[infos.get(i).unit].push(chains, i, p);
         }
         bundle.ops.sort_by_key(|(s, _)| *s);
         bundles.push(bundle);
@@ -1273,6 +1511,7 @@ mod tests {
             infos: deps.infos.iter().rev().map(|i| Info { ..*i }).collect(),
             rules: deps.rules,
             bookings: Vec::new(),
+            chains: Chains::default(),
         };
         let (fast, slow) = (Successors::reversed(&deps), turned.successors());
         for i in 0..n {

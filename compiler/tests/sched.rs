@@ -382,3 +382,140 @@ fn reverse_schedule_priorities_overlap_the_last_tiles_stores() {
     let (with, without) = (cycles(true), cycles(false));
     assert!(with < without, "{with} cycles with, {without} without");
 }
+
+/// `chains` chains of `steps` passes each into accumulators `acc0`..,
+/// `rounds` times over (a round reuses the accumulators), each followed
+/// by its pop: the issue cycle of every instruction, scheduled with or
+/// without [`compiler::sched::Rules::finish_chains`].
+fn chains_schedule(chains: usize, steps: usize, rounds: usize, finish: bool) -> Vec<usize> {
+    chains_schedule_through(chains, steps, rounds, false, finish)
+}
+
+/// [`chains_schedule`]; with `through`, each round after the first reads
+/// the results of the round before through vector registers (a copy that
+/// is not a pop) instead of only reusing its accumulators.
+fn chains_schedule_through(
+    chains: usize,
+    steps: usize,
+    rounds: usize,
+    through: bool,
+    finish: bool,
+) -> Vec<usize> {
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let mut text = String::new();
+    let out = |round: usize, c: usize| 0x200000 + (round * chains + c) * 0x20000;
+    let copy = |round: usize, c: usize| 0x800000 + (round * chains + c) * 0x20000;
+    for round in 0..rounds {
+        if through && round > 0 {
+            for c in 0..chains {
+                text += &format!(
+                    "vld 8, 128, 128, vreg{c}, @{:#x}\nvst 8, 128, 128, vreg{c}, @{:#x}\n",
+                    out(round - 1, c),
+                    copy(round - 1, c)
+                );
+            }
+        }
+        for c in 0..chains {
+            for s in 0..steps {
+                let op = if s == 0 { "mmul_z" } else { "mmul" };
+                let a = if through && round > 0 {
+                    copy(round - 1, s % chains)
+                } else {
+                    s * 0x10000
+                };
+                text += &format!(
+                    "{op} 256, 128, 128, 128, acc{c}, @{a:#x}, @{:#x}\n",
+                    0x100000 + s * 0x8000
+                );
+            }
+            text += &format!("mpop 256, 128, 128, acc{c}, @{:#x}\n", out(round, c));
+        }
+    }
+    text += "halt\n";
+    let p = assemble(t.isa(), m, "chains.s", &text).expect("assembles");
+    let insts =
+        compiler::sched::flatten(&target::decode_program(t.isa(), m, &p.code).expect("decodes"));
+    let rules = compiler::sched::Rules {
+        transfers_are_barriers: false,
+        finish_chains: finish,
+        ..Default::default()
+    };
+    let (bundles, at) = compiler::sched::schedule_placed(t, m, &insts, rules);
+    compiler::sched::check_with(t, m, &insts, &bundles, rules).expect("valid schedule");
+    at
+}
+
+#[test]
+fn chains_of_accumulations_finish_one_per_matrix_unit_at_a_time() {
+    // Eight chains of four passes on four MXUs, twice over the eight
+    // accumulators. By critical path alone all eight advance together, end
+    // together, and the second round waits for their pops; finishing one
+    // chain per MXU at a time, half the pops drain while the other half
+    // computes.
+    let (steps, chains) = (4, 8);
+    let per = steps + 1;
+    let with = chains_schedule(chains, steps, 2, true);
+    let without = chains_schedule(chains, steps, 2, false);
+    let pop = |at: &[usize], c: usize| at[c * per + steps];
+    let head = |at: &[usize], c: usize| at[c * per];
+    // With the rule, the fifth chain starts when the first has issued its
+    // last pass and that pass has left the MXU; without, every chain starts
+    // before any ends.
+    let last = |at: &[usize], c: usize| at[c * per + steps - 1];
+    assert!(
+        head(&with, 4) >= last(&with, 0) + 256,
+        "fifth chain at {}, first chain's last pass at {}",
+        head(&with, 4),
+        last(&with, 0)
+    );
+    assert!(
+        (0..chains).all(|c| head(&without, c) < pop(&without, 0)),
+        "{without:?}"
+    );
+    let end = |at: &[usize]| at.iter().copied().max().unwrap_or(0);
+    assert!(
+        end(&with) < end(&without),
+        "{} vs {}",
+        end(&with),
+        end(&without)
+    );
+}
+
+#[test]
+fn chains_still_interleave_where_finishing_them_in_turn_would_leave_units_idle() {
+    // Six chains of eight passes on four MXUs, and nothing after them:
+    // finishing four first would leave two running alone on two MXUs. The
+    // work known (six chains) cannot keep four busy that long, so the rule
+    // lets the last two start beside the first four, as critical path does.
+    let with = chains_schedule(6, 8, 1, true);
+    let without = chains_schedule(6, 8, 1, false);
+    let end = |at: &[usize]| at.iter().copied().max().unwrap_or(0);
+    assert!(
+        end(&with) <= end(&without),
+        "{} vs {}",
+        end(&with),
+        end(&without)
+    );
+    // Balanced: 48 passes of 256 cycles on four units, 12 passes each.
+    assert!(end(&with) < 13 * 256 + 700, "{}", end(&with));
+}
+
+#[test]
+fn chains_whose_results_later_chains_wait_for_do_not_count_those_as_work() {
+    // Six chains, then six more reading their results through the vector
+    // registers. The second six cannot start until the first six are all
+    // done, so they are no work to keep the MXUs busy meanwhile: the first
+    // six interleave as critical path has them (finishing four first would
+    // leave two running alone, and the second round waiting for them).
+    let with = chains_schedule_through(6, 8, 2, true, true);
+    let without = chains_schedule_through(6, 8, 2, true, false);
+    let per = 9;
+    let first_round_end = |at: &[usize]| (0..6).map(|c| at[c * per + 8]).max().unwrap_or(0);
+    assert!(
+        first_round_end(&with) <= first_round_end(&without),
+        "{} vs {}",
+        first_round_end(&with),
+        first_round_end(&without)
+    );
+}

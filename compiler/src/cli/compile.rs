@@ -225,6 +225,11 @@ pub struct OptArgs {
     /// memory bandwidth.
     #[arg(long)]
     no_reverse_priorities: bool,
+    /// Advance a unit's chains of accumulations (a GEMM's output tiles) in
+    /// critical-path order, all together, instead of finishing one per copy
+    /// of the unit before starting the next.
+    #[arg(long)]
+    no_finish_chains: bool,
     /// Compute what a constant mask makes dead (a causal softmax's upper
     /// triangle, the products making and reading it) instead of skipping it,
     /// and leave attention's scale on the scores instead of moving it into
@@ -255,6 +260,7 @@ impl OptArgs {
             column_chunks: !self.no_column_chunks,
             dense_joins: !self.no_dense_joins,
             reverse_priorities: !self.no_reverse_priorities,
+            finish_chains: !self.no_finish_chains,
             skip_masked: !self.no_skip_masked,
         }
     }

@@ -556,6 +556,11 @@ pub struct Options {
     /// behind a busy unit or memory (the last output tiles' pops and
     /// stores) comes first, rather than by the critical path alone.
     pub reverse_priorities: bool,
+    /// The scheduler finishes chains of accumulations one after another on
+    /// each copy of a unit rather than advancing them all together
+    /// ([`sched::Rules::finish_chains`]), so their registers free, and their
+    /// results drain, while the unit goes on.
+    pub finish_chains: bool,
     /// Work a constant mask makes dead is skipped ([`masked`]): a causal
     /// softmax computes each block of rows up to its diagonal's chunk and
     /// stores zeros beyond, the product making the scores skips the tiles
@@ -586,6 +591,7 @@ impl Default for Options {
             column_chunks: true,
             dense_joins: true,
             reverse_priorities: true,
+            finish_chains: true,
             skip_masked: true,
         }
     }
@@ -3063,6 +3069,7 @@ impl Lowerer<'_> {
         let rules = sched::Rules {
             transfers_are_barriers: !self.opts.overlap_transfers,
             reverse_priorities: self.opts.reverse_priorities,
+            finish_chains: self.opts.finish_chains,
         };
         let (bundles, placed) = sched::schedule_checked(t, m, &insts, rules, times)
             .map_err(|e| err(format!("schedule is invalid: {}", e.join("; "))))?;
