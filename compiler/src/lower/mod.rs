@@ -2064,9 +2064,10 @@ impl Lowerer<'_> {
     /// (through views), so its first instructions need not wait for the
     /// registers that region's last ones read, and the scheduler may move
     /// it up beside that region (a transpose beside the product before it).
-    /// None (the whole file) when the region just before is a sibling
-    /// reading the same producer and already took that half: the two would
-    /// otherwise run one after the other through the half they share.
+    /// A quarter of that half when the region just before is a sibling
+    /// reading the same producer and already took the half or a quarter of
+    /// it (the other quarter): the two would otherwise run one after the
+    /// other through the registers they share.
     fn side_for(&self, n: &crate::ir::Node, producers: &HashMap<ValueId, usize>) -> Option<u8> {
         let g = self.g;
         let mut latest: Option<(usize, u8)> = None;
@@ -2089,9 +2090,28 @@ impl Lowerer<'_> {
         let Some((r, side)) = latest else {
             return Some((self.regions.len() % 2) as u8);
         };
-        let sibling =
-            r + 1 < self.regions.len() && self.region_side.last() == Some(&Some(1 - side));
-        (!sibling).then_some(1 - side)
+        // A quarter stands for the half holding it.
+        let half_of = |x: u8| {
+            if x >= regalloc::QUARTERS {
+                (x - regalloc::QUARTERS) / 2
+            } else {
+                x
+            }
+        };
+        let half = 1 - half_of(side);
+        let last = self.region_side.last().copied().flatten();
+        let sibling = r + 1 < self.regions.len() && last.is_some_and(|x| half_of(x) == half);
+        if !sibling {
+            return Some(half);
+        }
+        // A sibling after one that took the half (or a quarter of it) takes
+        // the other quarter of it, so siblings (the head splits of `q`, `k`
+        // and `v`) overlap rather than run one after the other.
+        let quarter = match last {
+            Some(x) if x >= regalloc::QUARTERS => 1 - (x - regalloc::QUARTERS) % 2,
+            _ => 1,
+        };
+        Some(regalloc::QUARTERS + 2 * half + quarter)
     }
 
     /// The skips of the row group started by node `seed` ([`masked`]).
