@@ -908,8 +908,12 @@ fn chains(infos: &[Info], edges: &[Edge], places: &[Place]) -> Chains {
 /// after them wait for the registers. While every copy of the unit has a
 /// chain going, a ready continuation therefore goes before a new chain,
 /// unless the new chain, started when the shortest open one ends, would end
-/// after the work known (open chains and ready heads) could keep every
-/// copy busy: then interleaving balances the copies better.
+/// after the work known could keep every copy busy: then interleaving
+/// balances the copies better. The work known is the steps left of the
+/// open chains and the chains whose heads wait for nothing but what holds
+/// the chains' registers ([`Chains::holds`]): a head waiting for other work
+/// (the layer norm before the MLP's product) is no work to fill the copies
+/// with meanwhile.
 #[derive(Default)]
 struct Ready {
     /// Highest priority first.
@@ -918,7 +922,8 @@ struct Ready {
     /// The chains begun whose last step has not finished: head, cycles of
     /// the steps not issued, and the cycle the last one issued ends.
     open: Vec<(u32, u64, u64)>,
-    /// The cycles of the chains of the heads in `others`.
+    /// The cycles of the chains not begun whose heads wait for nothing but
+    /// what holds the chains' registers.
     waiting: u64,
 }
 
