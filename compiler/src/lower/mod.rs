@@ -203,6 +203,16 @@ struct Sliced {
     per_row: i64,
 }
 
+/// A split of a slice of a matrix into heads, read in place
+/// ([`Lowerer::head_views`]).
+#[derive(Clone, Debug)]
+struct HeadView {
+    /// The matrix sliced.
+    matrix: ValueId,
+    /// The slice's first column.
+    first: i64,
+}
+
 /// Where a value lives: in the home memory, or kept on chip in a buffer
 /// (an intermediate of a fused region, see [`fuse`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -217,16 +227,21 @@ struct Home {
     /// Rows in batches of `.0`, each `.1` elements after the one before,
     /// rows within a batch `pitch` apart: a product's result written
     /// straight into the layout of the transpose that reads it (see
-    /// [`Lowerer::transposed_products`]). A tile never spans two batches.
+    /// [`Lowerer::transposed_products`]), or the heads of a product's
+    /// result read in place ([`Lowerer::head_views`]). A tile never spans
+    /// two batches.
     batch: Option<(i64, i64)>,
+    /// Elements before the first row: the columns a head view skips.
+    first: i64,
 }
 
 impl Home {
     fn tile(&self, r: i64, c: i64, h: i64, w: i64) -> MemTile {
-        let start = match self.batch {
-            Some((rows, stride)) => (r % rows) * self.pitch + (r / rows) * stride + c,
-            None => r * self.pitch + c,
-        };
+        let start = self.first
+            + match self.batch {
+                Some((rows, stride)) => (r % rows) * self.pitch + (r / rows) * stride + c,
+                None => r * self.pitch + c,
+            };
         MemTile {
             mem: self.mem,
             dtype: self.dtype,
@@ -371,6 +386,10 @@ struct Lowerer<'a> {
     /// ([`Lowerer::sliced_transposes`]): not lowered; the transpose reads
     /// the slice's input. By the transpose's input.
     sliced: HashMap<ValueId, Sliced>,
+    /// Transposes splitting a slice of a product's result into heads that
+    /// are not lowered: the heads are read in place ([`Lowerer::head_views`]).
+    /// By the transpose's result.
+    head_views: HashMap<ValueId, HeadView>,
     /// Buffers holding values kept on chip across regions, and the last
     /// node reading each.
     kept_until: HashMap<usize, usize>,
@@ -791,6 +810,7 @@ fn compile_once(
             b_transposes: Default::default(),
             lowered_transposes: Default::default(),
             sliced: HashMap::new(),
+            head_views: HashMap::new(),
             kept_until: HashMap::new(),
             lowering_node: 0,
             residency_blocked: None,
@@ -839,6 +859,7 @@ fn compile_once(
             l.transposed = Lowerer::transposed_products(g);
             l.b_transposes = l.b_transposes();
             l.sliced = l.sliced_transposes();
+            l.head_views = l.head_views();
         }
         l.evicted = evicted;
         l
@@ -920,6 +941,7 @@ impl Lowerer<'_> {
             cols,
             pitch,
             batch: None,
+            first: 0,
         }
     }
 
@@ -976,7 +998,16 @@ impl Lowerer<'_> {
                 self.homes.insert(v, home);
             }
         }
-        let mut kept = self.residency(&alias)?;
+        // A head view is read where its matrix is: that lives until then.
+        let mut lives = alias.clone();
+        for (&y, h) in &self.head_views {
+            let x = h.matrix;
+            for root in lives.values_mut().filter(|r| **r == y) {
+                *root = x;
+            }
+            lives.insert(y, x);
+        }
+        let mut kept = self.residency(&lives)?;
         // A product writes into its transpose's layout where that is kept
         // on chip, or where its result would not be (a round trip through
         // home saved); not from a result kept on chip to a layout at home
@@ -1002,6 +1033,22 @@ impl Lowerer<'_> {
                 )));
             }
             let (rows, cols) = view(&ty.shape);
+            if let Some(hv) = self.head_views.get(&v)
+                && let Some(h) = self.homes.get(&hv.matrix).cloned()
+            {
+                let heads = ty.shape[ty.shape.len() - 3] as i64;
+                self.homes.insert(
+                    v,
+                    Home {
+                        rows,
+                        cols,
+                        batch: Some((rows / heads.max(1), cols)),
+                        first: h.first + hv.first,
+                        ..h
+                    },
+                );
+                continue;
+            }
             if let Some(root) = alias.get(&v)
                 && let Some(h) = self.homes.get(root).cloned()
             {
@@ -1048,6 +1095,7 @@ impl Lowerer<'_> {
                             cols,
                             pitch: cols,
                             batch: None,
+                            first: 0,
                         },
                     );
                     continue;
@@ -1063,9 +1111,17 @@ impl Lowerer<'_> {
                     .nodes
                     .iter()
                     .any(|n| matches!(n.op, Op::Concat { .. }) && n.outputs.first() == Some(&v));
-                let pad = if joined
-                    && self.opts.dense_joins
-                    && (cols as u64 * dtype.bytes()).is_multiple_of(self.info.home_align)
+                // Read transposed by products, whose instructions read
+                // operands dense (rows of `N` padded past `K` would be summed).
+                let read_transposed = dtype != self.act
+                    && g.nodes
+                        .iter()
+                        .enumerate()
+                        .all(|(k, n)| !n.inputs.contains(&v) || self.b_transposes.contains(&k));
+                let pad = if read_transposed
+                    || (joined
+                        && self.opts.dense_joins
+                        && (cols as u64 * dtype.bytes()).is_multiple_of(self.info.home_align))
                 {
                     Pad::Dense
                 } else {
@@ -1085,6 +1141,7 @@ impl Lowerer<'_> {
                         cols,
                         pitch: t.pitch,
                         batch: None,
+                        first: 0,
                     },
                 );
                 continue;
@@ -1279,6 +1336,77 @@ impl Lowerer<'_> {
         out
     }
 
+    /// Transposes of [`Self::sliced_transposes`] that split a slice of a
+    /// computed matrix `[S, W]` into heads (`[1, S, H, D]` to `[1, H, S,
+    /// D]`), read only as `A` by products of several rows: not lowered. The
+    /// heads are read where the matrix holds them, head `h` as `S` rows of
+    /// `D` columns from column `first + h * D`, each the matrix's pitch
+    /// apart ([`Home::batch`]): attention's queries cost no copy. By the
+    /// transpose's result.
+    fn head_views(&self) -> HashMap<ValueId, HeadView> {
+        let g = self.g;
+        let mut out = HashMap::new();
+        for (v, sl) in &self.sliced {
+            let readers: Vec<usize> = (0..g.nodes.len())
+                .filter(|&k| g.nodes[k].inputs.contains(v))
+                .collect();
+            let [t] = readers.as_slice() else {
+                continue;
+            };
+            let Op::Transpose { perm } = &g.nodes[*t].op else {
+                continue;
+            };
+            let y = g.nodes[*t].outputs[0];
+            let shape = &g.ty(y).shape;
+            let r = perm.len();
+            let splits = swaps_before_last(perm) && shape[..r - 3].iter().product::<usize>() == 1;
+            // Read as `A`, which the contractions take strided: no copy at
+            // all. Read as `B` (dense), each product would copy its heads
+            // where it runs; the transpose copies them once instead.
+            let as_a = (0..g.nodes.len())
+                .filter(|&k| g.nodes[k].inputs.contains(&y))
+                .all(|k| {
+                    let n = &g.nodes[k];
+                    matches!(n.op, Op::MatMul) && n.inputs[0] == y && n.inputs.get(1) != Some(&y)
+                });
+            if splits
+                && as_a
+                && self.read_by_products(y)
+                && !g.inputs.contains(&sl.input)
+                && shape[r - 2] > 1
+            {
+                let w = shape[r - 1] as i64;
+                out.insert(
+                    y,
+                    HeadView {
+                        matrix: sl.input,
+                        first: sl.first * w,
+                    },
+                );
+            }
+        }
+        out
+    }
+
+    /// Whether only products of several rows read `y`, as `A` or `B`, or as
+    /// `B` through a transpose of [`Self::b_transposes`].
+    fn read_by_products(&self, y: ValueId) -> bool {
+        let g = self.g;
+        let several_rows = |n: &crate::ir::Node| {
+            let sa = &g.ty(n.inputs[0]).shape;
+            sa.len() >= 2 && sa[sa.len() - 2] > 1
+        };
+        let mut readers = (0..g.nodes.len())
+            .filter(|&k| g.nodes[k].inputs.contains(&y))
+            .peekable();
+        readers.peek().is_some()
+            && !g.outputs.contains(&y)
+            && readers.all(|k| {
+                let n = &g.nodes[k];
+                (matches!(n.op, Op::MatMul) && several_rows(n)) || self.b_transposes.contains(&k)
+            })
+    }
+
     /// The transpose in [`Self::b_transposes`] (not lowered after all) that
     /// makes `b`, through views of the same shape.
     fn b_transpose_of(&self, b: ValueId) -> Option<usize> {
@@ -1309,16 +1437,7 @@ impl Lowerer<'_> {
                 continue;
             };
             let r = perm.len();
-            let swaps = r >= 3
-                && perm.iter().enumerate().all(|(i, p)| {
-                    *p == if i == r - 3 {
-                        r - 2
-                    } else if i == r - 2 {
-                        r - 3
-                    } else {
-                        i
-                    }
-                });
+            let swaps = swaps_before_last(perm);
             let x = t.inputs[0];
             let shape = &g.ty(x).shape;
             let product = g
@@ -1342,51 +1461,76 @@ impl Lowerer<'_> {
     /// memory `mem`), where `v` is made by a node that can write it in that
     /// type at no cost (a row group, or a transpose keeping the last
     /// dimension: a copy through the registers either way) and only
-    /// products of several rows read it, as `A` or as `B`: written so, it
-    /// needs no conversion pass before each product. None otherwise, or
-    /// where that is the activation type.
+    /// products of several rows read it, as `A` or as `B` (or as `B`
+    /// through a transpose of [`Self::b_transposes`]): written so, it
+    /// needs no conversion pass before each product. So too a matrix read
+    /// only through its splits into heads (attention's projection: its
+    /// epilogue stores it in that type, for the head views read in place
+    /// and the splits copied alike). None otherwise, or where that is the
+    /// activation type.
     fn product_operand_dtype(&self, v: ValueId, mem: MemId) -> Option<DType> {
         let g = self.g;
         if !self.opts.layout_fusion {
             return None;
         }
+        let want = |operand: usize| {
+            self.contractions
+                .iter()
+                .filter_map(|c| c.locs(&self.e))
+                .map(|l| l[operand])
+                .find(|a| a.place == Place::Mem(mem) && a.dtype.is_float())
+                .map(|a| a.dtype)
+        };
+        if g.outputs.contains(&v) {
+            return None;
+        }
+        // A matrix read only through splits into heads that products read.
+        let readers: Vec<&crate::ir::Node> =
+            g.nodes.iter().filter(|n| n.inputs.contains(&v)).collect();
+        let split_for_products = |n: &&crate::ir::Node| {
+            self.sliced.iter().any(|(w, sl)| {
+                sl.input == v
+                    && sl
+                        .nodes
+                        .first()
+                        .is_some_and(|&k| g.nodes[k].outputs[0] == n.outputs[0])
+                    && g.nodes.iter().enumerate().any(|(t, tn)| {
+                        tn.inputs.first() == Some(w)
+                            && matches!(tn.op, Op::Transpose { .. })
+                            && self.read_by_products(g.nodes[t].outputs[0])
+                    })
+            })
+        };
+        if !readers.is_empty() && readers.iter().all(split_for_products) {
+            let (a, b) = (want(1)?, want(2)?);
+            return (a == b && a != self.act).then_some(a);
+        }
         let made_by_copy = g.nodes.iter().any(|n| {
             n.outputs.first() == Some(&v)
                 && matches!(&n.op, Op::Transpose { perm } if perm.last() == Some(&(perm.len() - 1)))
         });
-        if g.outputs.contains(&v)
-            || !(made_by_copy || self.row_groups.iter().any(|r| r.output == v))
-        {
+        if !(made_by_copy || self.row_groups.iter().any(|r| r.output == v)) {
             return None;
         }
         let shape = &g.ty(v).shape;
         let several_rows = shape.len() >= 2 && shape[shape.len() - 2] > 1;
         let readers: Vec<&crate::ir::Node> =
             g.nodes.iter().filter(|n| n.inputs.contains(&v)).collect();
-        let as_a = |n: &&crate::ir::Node| n.inputs[0] == v && n.inputs[1] != v;
-        let as_b = |n: &&crate::ir::Node| n.inputs[1] == v && n.inputs[0] != v;
-        if readers.is_empty()
-            || !several_rows
-            || !readers
-                .iter()
-                .all(|n| matches!(n.op, Op::MatMul) && (as_a(n) || as_b(n)))
-        {
+        let as_a = |n: &&crate::ir::Node| {
+            matches!(n.op, Op::MatMul) && n.inputs[0] == v && n.inputs[1] != v
+        };
+        if readers.is_empty() || !several_rows || !self.read_by_products(v) {
             return None;
         }
         let operand = if readers.iter().all(as_a) {
             1
-        } else if readers.iter().all(as_b) {
+        } else if readers.iter().all(|n| !as_a(n)) {
             2
         } else {
             return None;
         };
-        let want = self
-            .contractions
-            .iter()
-            .filter_map(|c| c.locs(&self.e))
-            .map(|l| l[operand])
-            .find(|a| a.place == Place::Mem(mem) && a.dtype.is_float())?;
-        (want.dtype != self.act).then_some(want.dtype)
+        let want = want(operand)?;
+        (want != self.act).then_some(want)
     }
 
     /// The values kept on chip, where, and the last node reading each
@@ -1433,9 +1577,11 @@ impl Lowerer<'_> {
         let granule = machine::lcm(self.info.pitch_granule.max(1), per);
         let row_granule = self.info.row_granule.max(1);
         let act = self.act;
+        // In the type it is kept in where products read it so.
         let bytes = |v: ValueId| {
             let (r, c) = view(&g.ty(v).shape);
-            (machine::rup(r, row_granule) * machine::rup(c, granule)) as u64 * act.bytes()
+            let dt = self.product_operand_dtype(v, mem).unwrap_or(act);
+            (machine::rup(r, row_granule) * machine::rup(c, granule)) as u64 * dt.bytes()
         };
         // Lifetimes over node positions, views reading for their roots.
         let mut made: HashMap<ValueId, usize> = HashMap::new();
@@ -1462,12 +1608,14 @@ impl Lowerer<'_> {
         };
         // A view with other columns than a padded root would need a copy;
         // but a transpose's result written by its product in place is laid
-        // out as its rows of tokens ([`Self::token_rows`]).
+        // out as its rows of tokens ([`Self::token_rows`]), and a head view
+        // reads its matrix's rows as they are.
         let mut excluded: std::collections::HashSet<ValueId> = alias
             .iter()
             .filter(|(a, r)| {
                 let c = view(&g.ty(**r).shape).1;
-                view(&g.ty(**a).shape).1 != c
+                !self.head_views.contains_key(*a)
+                    && view(&g.ty(**a).shape).1 != c
                     && machine::rup(c, granule) != c
                     && self.token_rows(**r, granule).is_none()
             })
@@ -1871,7 +2019,7 @@ impl Lowerer<'_> {
             done[ni] = true;
             self.lowering_node = ni;
             if self.opts.pipeline_tiles {
-                self.e.side = self.side_for(n, &producers);
+                self.e.side = self.side_for(ni, &producers);
             }
             if g.constants.contains_key(&n.outputs[0]) {
                 continue;
@@ -1983,6 +2131,8 @@ impl Lowerer<'_> {
                 Op::Transpose { .. } if self.b_transposes.contains(&ni) => continue,
                 // Its product wrote its result in place.
                 Op::Transpose { .. } if self.transposed.iter().any(|&(t, _)| t == ni) => continue,
+                // Its readers read its input's heads in place.
+                Op::Transpose { .. } if self.head_views.contains_key(&n.outputs[0]) => continue,
                 Op::Transpose { perm } => {
                     let before = self.e.code.len();
                     self.transpose(n, perm).map_err(|e| Self::at_node(n, e))?;
@@ -2068,25 +2218,26 @@ impl Lowerer<'_> {
     /// reading the same producer and already took the half or a quarter of
     /// it (the other quarter): the two would otherwise run one after the
     /// other through the registers they share.
-    fn side_for(&self, n: &crate::ir::Node, producers: &HashMap<ValueId, usize>) -> Option<u8> {
+    fn side_for(&self, ni: usize, producers: &HashMap<ValueId, usize>) -> Option<u8> {
         let g = self.g;
-        let mut latest: Option<(usize, u8)> = None;
-        for &v in &n.inputs {
+        let n = &g.nodes[ni];
+        // The region that made `v` and its side, through views (and nodes
+        // lowered with their readers).
+        let made = |v: ValueId| {
             let mut v = v;
             for _ in 0..8 {
-                if let Some(&(r, side)) = self.value_sides.get(&v) {
-                    if latest.is_none_or(|(l, _)| r > l) {
-                        latest = Some((r, side));
-                    }
-                    break;
+                if let Some(&rs) = self.value_sides.get(&v) {
+                    return Some(rs);
                 }
-                // A view (or a node lowered with its reader): its input.
-                match producers.get(&v).and_then(|&p| g.nodes[p].inputs.first()) {
-                    Some(&i) => v = i,
-                    None => break,
-                }
+                v = *producers.get(&v).and_then(|&p| g.nodes[p].inputs.first())?;
             }
-        }
+            None
+        };
+        let latest = n
+            .inputs
+            .iter()
+            .filter_map(|&v| made(v))
+            .max_by_key(|(r, _)| *r);
         let Some((r, side)) = latest else {
             return Some((self.regions.len() % 2) as u8);
         };
@@ -2102,7 +2253,23 @@ impl Lowerer<'_> {
         let last = self.region_side.last().copied().flatten();
         let sibling = r + 1 < self.regions.len() && last.is_some_and(|x| half_of(x) == half);
         if !sibling {
-            return Some(half);
+            // The first of siblings to come (transposes copying the same
+            // result, lowered each as a region) takes a quarter already.
+            let copies = |k: usize| {
+                matches!(g.nodes[k].op, Op::Transpose { .. })
+                    && !self.head_views.contains_key(&g.nodes[k].outputs[0])
+                    && !self.b_transposes.contains(&k)
+                    && !self.dot_transposes.contains(&k)
+                    && !self.transposed.iter().any(|&(t, _)| t == k)
+            };
+            let first_of_siblings = copies(ni)
+                && (ni + 1..g.nodes.len())
+                    .any(|k| copies(k) && made(g.nodes[k].inputs[0]).is_some_and(|(q, _)| q == r));
+            return Some(if first_of_siblings {
+                regalloc::QUARTERS + 2 * half
+            } else {
+                half
+            });
         }
         // A sibling after one that took the half (or a quarter of it) takes
         // the other quarter of it, so siblings (the head splits of `q`, `k`
@@ -2496,7 +2663,7 @@ impl Lowerer<'_> {
         // independent products overlap on the unit's copies.
         let lag = match &mm {
             Some(p) if p.decomposed.is_none() && self.opts.pipeline_tiles => self.tile_lag(p),
-            _ => 0,
+            _ => 1,
         };
         let mut pending: std::collections::VecDeque<(Val, i64, i64, i64, i64)> = Default::default();
         // Output tiles `(row, rows, column, columns)` of one batch, in the
@@ -2988,6 +3155,7 @@ impl Lowerer<'_> {
                     cols,
                     pitch,
                     batch: None,
+                    first: 0,
                 }
             })
             .collect()
@@ -3212,6 +3380,22 @@ pub fn print_virtual(m: &Machine, vi: &regalloc::VInst) -> String {
 /// made integer.
 /// An Identity, or a Transpose that keeps every dimension: its output is
 /// its input, same shape.
+/// Whether `perm` swaps the two dimensions before the last, and only those
+/// (`[1, S, H, D]` to `[1, H, S, D]` and back).
+fn swaps_before_last(perm: &[usize]) -> bool {
+    let r = perm.len();
+    r >= 3
+        && perm.iter().enumerate().all(|(i, p)| {
+            *p == if i == r - 3 {
+                r - 2
+            } else if i == r - 2 {
+                r - 3
+            } else {
+                i
+            }
+        })
+}
+
 fn same_shape_view(n: &crate::ir::Node) -> bool {
     match &n.op {
         Op::Identity => true,

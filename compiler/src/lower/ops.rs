@@ -396,12 +396,16 @@ fn reg_chain(
             });
         }
     }
-    // Where results land: the first memory on the way back from the registers.
-    let store = e
-        .info
-        .copies
-        .iter()
-        .find(|c| c.from == loc && matches!(c.to.place, Place::Mem(_)) && c.sem.is_none())
+    // Where results land: where `dst` is if a store writes there (a
+    // conversion on the way, bf16 for the products reading it), else the
+    // first memory on the way back from the registers.
+    let stores = |c: &&super::machine::Copy| {
+        c.from == loc && matches!(c.to.place, Place::Mem(_)) && c.sem.is_none()
+    };
+    let copies = &e.info.copies;
+    let store = dst
+        .and_then(|d| copies.iter().filter(stores).find(|c| c.to == d.loc()))
+        .or_else(|| copies.iter().find(stores))
         .cloned()
         .ok_or_else(|| format!("nothing stores {} back to memory", e.place_name(loc.place)))?;
     let back = store.to;

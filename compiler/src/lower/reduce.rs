@@ -341,6 +341,7 @@ impl Lowerer<'_> {
                 cols: src.cols,
                 pitch: buf.pitch,
                 batch: None,
+                first: 0,
             };
             Ok((home, t))
         };
@@ -632,6 +633,7 @@ impl Lowerer<'_> {
                     cols: src.cols,
                     pitch: buf.pitch,
                     batch: None,
+                    first: 0,
                 }))
             }
             _ => {
