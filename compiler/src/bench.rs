@@ -48,6 +48,7 @@ pub const SWITCHES: &[Switch] = &[
     ("layout_fusion", |o| o.layout_fusion = false),
     ("column_chunks", |o| o.column_chunks = false),
     ("dense_joins", |o| o.dense_joins = false),
+    ("reader_order", |o| o.reader_order = false),
     ("reverse_priorities", |o| o.reverse_priorities = false),
     ("finish_chains", |o| o.finish_chains = false),
     ("skip_masked", |o| o.skip_masked = false),

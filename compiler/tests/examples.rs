@@ -226,3 +226,62 @@ fn attention_reads_its_heads_where_the_projection_writes_them() {
     let r = compiler::run::run(t, m, &g, &inputs, None).expect("runs");
     assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
 }
+
+/// A product visits its column tiles in the order their readers are
+/// lowered (`--no-reader-order`, session 18): here the right half of the
+/// result is sliced and read first, so its tile is computed first; left to
+/// right without it. Both run right.
+#[test]
+fn product_computes_first_the_columns_read_first() {
+    use compiler::onnx::proto::{NodeProto, TensorProto};
+    let i = |n: &str, v: &[i64]| TensorProto::from_i64(n, &[v.len() as i64], v);
+    let nodes = vec![
+        NodeProto::new("MatMul", "p", &["x", "w"], &["p"]),
+        NodeProto::new("Slice", "right", &["p", "s1", "e1", "ax"], &["b"]),
+        NodeProto::new("Relu", "rb", &["b"], &["yb"]),
+        NodeProto::new("Slice", "left", &["p", "s0", "e0", "ax"], &["a"]),
+        NodeProto::new("Relu", "ra", &["a"], &["ya"]),
+    ];
+    let g = onnx_util::graph(
+        nodes,
+        vec![onnx_util::input("x", &[64, 128])],
+        &["yb", "ya"],
+        vec![
+            onnx_util::ramp("w", &[128, 256], -1.0, 1.0 / 16384.0),
+            i("s0", &[0]),
+            i("e0", &[128]),
+            i("s1", &[128]),
+            i("e1", &[256]),
+            i("ax", &[1]),
+        ],
+    );
+    let mut g = onnx_util::import_ok(&onnx_util::encode(g));
+    compiler::interp::fold_constants(&mut g);
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    // The columns each pop of the product writes, in program order.
+    let pops = |reader_order: bool| -> Vec<u64> {
+        let opts = compiler::lower::Options {
+            reader_order,
+            ..Default::default()
+        };
+        let c = compiler::lower::compile_with(t, m, &g, opts).expect("compiles");
+        c.insts
+            .iter()
+            .filter(|i| m.instructions[i.inst.index()].name == "mpop")
+            .filter_map(|i| {
+                i.operands.iter().find_map(|o| match o {
+                    isa_specs::target::OpValue::Addr(a) => Some(*a),
+                    _ => None,
+                })
+            })
+            .collect()
+    };
+    let (ordered, plain) = (pops(true), pops(false));
+    assert_eq!(ordered.len(), 2, "{ordered:?}");
+    assert!(ordered[0] > ordered[1], "right tile first: {ordered:?}");
+    assert!(plain[0] < plain[1], "left to right: {plain:?}");
+    let inputs = compiler::run::random_inputs(&g, 3);
+    let r = compiler::run::run(t, m, &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+}

@@ -219,6 +219,11 @@ pub struct OptArgs {
     /// registers, instead of in dense rows its parts are transferred into.
     #[arg(long)]
     no_dense_joins: bool,
+    /// Visit a product's column tiles left to right, instead of in the
+    /// order the nodes reading them are lowered (attention's keys and
+    /// values, copied into heads, before its queries, read in place).
+    #[arg(long)]
+    no_reader_order: bool,
     /// Rank instructions for scheduling by the latency-weighted critical
     /// path alone, instead of adding their distance from the end in a list
     /// schedule of the reversed program under the machine's units and
@@ -259,6 +264,7 @@ impl OptArgs {
             layout_fusion: !self.no_layout_fusion,
             column_chunks: !self.no_column_chunks,
             dense_joins: !self.no_dense_joins,
+            reader_order: !self.no_reader_order,
             reverse_priorities: !self.no_reverse_priorities,
             finish_chains: !self.no_finish_chains,
             skip_masked: !self.no_skip_masked,

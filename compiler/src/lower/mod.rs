@@ -568,6 +568,12 @@ pub struct Options {
     /// (a KV cache) are transferred straight into it instead of landing
     /// and being copied through the registers.
     pub dense_joins: bool,
+    /// A product visits its column tiles in the order their readers are
+    /// lowered ([`Lowerer::column_needs`]): attention's projection makes
+    /// the keys and values, which the head splits copy, before the queries,
+    /// which the scores read in place, so the copies overlap the rest of
+    /// the product instead of following it.
+    pub reader_order: bool,
     /// The scheduler ranks instructions by their critical path plus their
     /// distance from the end in a list schedule of the reversed program
     /// under the machine's units and bandwidth
@@ -609,6 +615,7 @@ impl Default for Options {
             layout_fusion: true,
             column_chunks: true,
             dense_joins: true,
+            reader_order: true,
             reverse_priorities: true,
             finish_chains: true,
             skip_masked: true,
@@ -2674,7 +2681,19 @@ impl Lowerer<'_> {
                 .map(|x| (x, size.min(total - x)))
                 .collect()
         };
-        let (row_blocks, col_blocks) = (blocks(batch_rows, th), blocks(cols, tw));
+        let (row_blocks, mut col_blocks) = (blocks(batch_rows, th), blocks(cols, tw));
+        if mm.is_some() && self.opts.reader_order {
+            let needs = self.column_needs(out, cols);
+            let first = |&(c, w): &(i64, i64)| {
+                needs
+                    .iter()
+                    .filter(|(s, e, _)| *s < c + w && c < *e)
+                    .map(|(_, _, at)| *at)
+                    .min()
+                    .unwrap_or(usize::MAX)
+            };
+            col_blocks.sort_by_key(first);
+        }
         let tiles: Vec<(i64, i64, i64, i64)> = match mm.as_ref().map(|p| p.order) {
             Some(Order::Cols) => col_blocks
                 .iter()
@@ -2716,6 +2735,51 @@ impl Lowerer<'_> {
             self.tile_epilogue(plan, out, out_home, t)?;
         }
         Ok(())
+    }
+
+    /// The columns of a product's result `out` (`cols` wide) each reader
+    /// needs, and where in the program that need arises: `(first column,
+    /// end, node)`. A slice of the last dimension needs its columns where
+    /// they are first read: at the transpose copying them into heads, or,
+    /// for heads read in place ([`Self::head_views`]), at the first product
+    /// reading them; any other reader needs every column where it is.
+    fn column_needs(&self, out: ValueId, cols: i64) -> Vec<(i64, i64, usize)> {
+        let g = self.g;
+        let readers_of =
+            |v: ValueId| (0..g.nodes.len()).filter(move |&k| g.nodes[k].inputs.contains(&v));
+        let mut needs = Vec::new();
+        for k in readers_of(out) {
+            let n = &g.nodes[k];
+            let Op::Slice {
+                starts,
+                ends,
+                steps,
+            } = &n.op
+            else {
+                needs.push((0, cols, k));
+                continue;
+            };
+            let r = starts.len();
+            if r == 0 || steps.iter().any(|&s| s != 1) {
+                needs.push((0, cols, k));
+                continue;
+            }
+            let at = self
+                .sliced
+                .iter()
+                .find(|(_, sl)| sl.nodes.first() == Some(&k))
+                .and_then(|(w, _)| readers_of(*w).next())
+                .map_or(k, |t| {
+                    let y = g.nodes[t].outputs[0];
+                    if self.head_views.contains_key(&y) {
+                        readers_of(y).next().unwrap_or(t)
+                    } else {
+                        t
+                    }
+                });
+            needs.push((starts[r - 1], ends[r - 1], at));
+        }
+        needs
     }
 
     /// How many tiles' products may wait for their epilogues: one per extra
