@@ -105,6 +105,20 @@ fn compiling_leaves_weights_as_their_bytes() {
     }
 }
 
+/// `gpt2_block_small` compiled for vliw-systolic.
+fn small_block_on_vliw() -> (
+    compiler::ir::Graph,
+    &'static targets::Target,
+    compiler::lower::Compiled,
+) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gpt2_block_small");
+    let mut g = compiler::onnx::import_file(dir.join("model.onnx")).expect("imports");
+    compiler::interp::fold_constants(&mut g);
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let c = compiler::lower::compile(t, t.machine(), &g).expect("compiles");
+    (g, t, c)
+}
+
 /// The head splits of `k` and `v` both copy the projection's result (`q`'s
 /// is read in place, see the next test). The first takes a quarter of the
 /// other half of the register file than the projection, as siblings
@@ -117,12 +131,8 @@ fn compiling_leaves_weights_as_their_bytes() {
 /// taken the half, and with `q`'s copy gone, `k` and `v` shared a quarter).
 #[test]
 fn sibling_head_splits_take_different_quarters_of_the_register_file() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gpt2_block_small");
-    let mut g = compiler::onnx::import_file(dir.join("model.onnx")).expect("imports");
-    compiler::interp::fold_constants(&mut g);
-    let t = targets::by_name("vliw-systolic").expect("target");
+    let (_, t, c) = small_block_on_vliw();
     let m = t.machine();
-    let c = compiler::lower::compile(t, m, &g).expect("compiles");
     // Each region's registers of the vector file, by the region's name.
     let mut at = 0;
     let mut regs = std::collections::HashMap::new();
@@ -160,12 +170,8 @@ fn sibling_head_splits_take_different_quarters_of_the_register_file() {
 /// block still matches the interpreter.
 #[test]
 fn attention_reads_its_heads_where_the_projection_writes_them() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gpt2_block_small");
-    let mut g = compiler::onnx::import_file(dir.join("model.onnx")).expect("imports");
-    compiler::interp::fold_constants(&mut g);
-    let t = targets::by_name("vliw-systolic").expect("target");
+    let (g, t, c) = small_block_on_vliw();
     let m = t.machine();
-    let c = compiler::lower::compile(t, m, &g).expect("compiles");
     let name = |i: &isa_specs::target::MInst| m.instructions[i.inst.index()].name.as_str();
     let imm = |i: &isa_specs::target::MInst, op: &str| {
         let def = &m.instructions[i.inst.index()];

@@ -105,28 +105,6 @@ fn fold_scales_into_projections(g: Graph, chunk: usize) -> Graph {
         let pow2 = c.is_normal() && c.to_bits() & ((1 << 52) - 1) == 0;
         (t.data.iter().all(|x| x.to_bits() == c.to_bits()) && pow2).then_some(c)
     };
-    // The columns `[c0, c1)` a slice takes of the last dimension, if it
-    // takes only those (every other dimension whole, step 1).
-    let columns = |g: &Graph, n: &Node| -> Option<(usize, usize)> {
-        let Op::Slice {
-            starts,
-            ends,
-            steps,
-        } = &n.op
-        else {
-            return None;
-        };
-        let shape = &g.ty(n.inputs[0]).shape;
-        let last = shape.len().checked_sub(1)?;
-        let whole =
-            (0..last).all(|d| starts[d] == 0 && ends[d] as usize == shape[d] && steps[d] == 1);
-        (whole && steps[last] == 1 && starts[last] >= 0 && ends[last] > starts[last]).then(|| {
-            (
-                starts[last] as usize,
-                (ends[last] as usize).min(shape[last]),
-            )
-        })
-    };
     let mut dropped: Vec<usize> = Vec::new();
     let mut inserted: Vec<(usize, Node)> = Vec::new();
     for i in 0..g.nodes.len() {
@@ -179,7 +157,7 @@ fn fold_scales_into_projections(g: Graph, chunk: usize) -> Graph {
             }
         };
         let Some(si) = slice else { continue };
-        let Some((c0, c1)) = columns(&g, &g.nodes[si]) else {
+        let Some((c0, c1)) = slice_columns(&g, &g.nodes[si]) else {
             continue;
         };
         // `x · W + b`, its other readers slices of other columns.
@@ -189,7 +167,7 @@ fn fold_scales_into_projections(g: Graph, chunk: usize) -> Graph {
         };
         let others_apart = consumers.get(&sum).is_some_and(|cs| {
             cs.iter().all(|&k| {
-                k == si || columns(&g, &g.nodes[k]).is_some_and(|(a, b)| b <= c0 || a >= c1)
+                k == si || slice_columns(&g, &g.nodes[k]).is_some_and(|(a, b)| b <= c0 || a >= c1)
             })
         });
         if !matches!(g.nodes[ai].op, Op::Add) || !others_apart || g.outputs.contains(&sum) {
@@ -1032,6 +1010,28 @@ fn fold_scale_shift(g: &Graph) -> Graph {
         })
         .collect();
     out
+}
+
+/// The columns `[c0, c1)` a slice takes of the last dimension, if it takes
+/// only those (every other dimension whole, step 1).
+pub(super) fn slice_columns(g: &Graph, n: &Node) -> Option<(usize, usize)> {
+    let Op::Slice {
+        starts,
+        ends,
+        steps,
+    } = &n.op
+    else {
+        return None;
+    };
+    let shape = &g.ty(n.inputs[0]).shape;
+    let last = shape.len().checked_sub(1)?;
+    let whole = (0..last).all(|d| starts[d] == 0 && ends[d] as usize == shape[d] && steps[d] == 1);
+    (whole && steps[last] == 1 && starts[last] >= 0 && ends[last] > starts[last]).then(|| {
+        (
+            starts[last] as usize,
+            (ends[last] as usize).min(shape[last]),
+        )
+    })
 }
 
 #[cfg(test)]

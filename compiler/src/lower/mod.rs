@@ -2749,21 +2749,10 @@ impl Lowerer<'_> {
             |v: ValueId| (0..g.nodes.len()).filter(move |&k| g.nodes[k].inputs.contains(&v));
         let mut needs = Vec::new();
         for k in readers_of(out) {
-            let n = &g.nodes[k];
-            let Op::Slice {
-                starts,
-                ends,
-                steps,
-            } = &n.op
-            else {
+            let Some((c0, c1)) = canon::slice_columns(g, &g.nodes[k]) else {
                 needs.push((0, cols, k));
                 continue;
             };
-            let r = starts.len();
-            if r == 0 || steps.iter().any(|&s| s != 1) {
-                needs.push((0, cols, k));
-                continue;
-            }
             let at = self
                 .sliced
                 .iter()
@@ -2777,7 +2766,7 @@ impl Lowerer<'_> {
                         t
                     }
                 });
-            needs.push((starts[r - 1], ends[r - 1], at));
+            needs.push((c0 as i64, c1 as i64, at));
         }
         needs
     }
