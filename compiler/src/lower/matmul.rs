@@ -1250,13 +1250,6 @@ impl Lowerer<'_> {
                 ..
             }
         );
-        // A head view of a wider matrix ([`super::Lowerer::head_views`])
-        // is in place and type but not dense: where the instruction reads
-        // the operand dense, it is copied into a run all the same.
-        let gathered = !strided
-            && !transposed
-            && whole.loc() == loc
-            && self.head_views.contains_key(if is_a { &p.a } else { &p.b });
         let stage_loc = match loc.place {
             _ if transposed => None,
             Place::Reg(_) => self.info.path(&[whole.loc()], loc).and_then(|(_, chain)| {
@@ -1266,13 +1259,13 @@ impl Lowerer<'_> {
                     .map(|&ci| self.info.copies[ci].from)
                     .find(|l| matches!(l.place, Place::Mem(_)))
             }),
-            Place::Mem(_) if strided || gathered => Some(loc),
+            Place::Mem(_) if strided => Some(loc),
             // One transfer of the whole run instead of one per step (and
             // one wait): the instruction reads its slices in place.
             Place::Mem(_) if self.opts.stage_runs => Some(loc),
             Place::Mem(_) => None,
         }
-        .filter(|l| *l != whole.loc() || gathered);
+        .filter(|l| *l != whole.loc());
         let (Some(stage_loc), Some(staged)) = (stage_loc, staged) else {
             let src = if transposed {
                 whole.view(c0, r0, cols, rows)
@@ -1412,15 +1405,8 @@ impl Lowerer<'_> {
             } else {
                 whole.view(k0 + b0, c0, w, cols)
             };
-            // Where it is already, into a buffer of its own all the same.
-            let into = (src.loc() == at).then(|| {
-                let Place::Mem(mem) = at.place else {
-                    unreachable!("staged in a memory")
-                };
-                self.e.buffer_padded(mem, at.dtype, src.rows, src.cols, pad)
-            });
             self.e.column_chunks = true;
-            let landed = self.e.to_loc(Val::Mem(src), at, into.as_ref(), pad);
+            let landed = self.e.to_loc(Val::Mem(src), at, None, pad);
             self.e.column_chunks = false;
             match landed.map_err(err)? {
                 Val::Mem(t) => bands.push((b0, w, t)),

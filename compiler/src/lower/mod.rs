@@ -1345,13 +1345,27 @@ impl Lowerer<'_> {
 
     /// Transposes of [`Self::sliced_transposes`] that split a slice of a
     /// computed matrix `[S, W]` into heads (`[1, S, H, D]` to `[1, H, S,
-    /// D]`), read only as `A` by products of several rows: not lowered. The
+    /// D]`), read only as `A` by products of several rows, where every
+    /// contraction takes `A` strided from memory or loads it into
+    /// registers: not lowered. The
     /// heads are read where the matrix holds them, head `h` as `S` rows of
     /// `D` columns from column `first + h * D`, each the matrix's pitch
     /// apart ([`Home::batch`]): attention's queries cost no copy. By the
     /// transpose's result.
     fn head_views(&self) -> HashMap<ValueId, HeadView> {
         let g = self.g;
+        let m = self.e.m;
+        // Every contraction takes `A` strided from memory, or loads it into
+        // registers: a head's rows, a row of the matrix apart, read as they are.
+        let a_in_place = self.contractions.iter().all(|c| {
+            matches!(
+                &m.instructions[c.inst.index()].operands[c.a].kind,
+                OperandKind::Mem {
+                    stride: Some(_),
+                    ..
+                } | OperandKind::Reg { .. }
+            )
+        });
         let mut out = HashMap::new();
         for (v, sl) in &self.sliced {
             let readers: Vec<usize> = (0..g.nodes.len())
@@ -1378,6 +1392,7 @@ impl Lowerer<'_> {
                 });
             if splits
                 && as_a
+                && a_in_place
                 && self.read_by_products(y)
                 && !g.inputs.contains(&sl.input)
                 && shape[r - 2] > 1
