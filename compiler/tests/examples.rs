@@ -291,3 +291,50 @@ fn product_computes_first_the_columns_read_first() {
     let r = compiler::run::run(t, m, &g, &inputs, None).expect("runs");
     assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
 }
+
+/// The tile search's estimate (session 18): a product whose `A` is on chip
+/// and whose `B` runs stay on chip across row blocks waits for the home
+/// memory once per column tile, not once per tile, and a result stored on
+/// chip after its epilogue waits for none; so row tiles of 128 and of 256
+/// cost the same (each pass fills the 128-row array either way). Of
+/// tilings estimated alike, a product reading a row group's result (rows
+/// made a block at a time) takes the fewest rows per tile, so it starts
+/// after fewer of them (GPT-2 block at seq 512: 73533 → 72341 cycles).
+#[test]
+fn a_product_reading_a_row_groups_rows_takes_small_row_tiles() {
+    use compiler::onnx::proto::NodeProto;
+    let nodes = vec![
+        NodeProto::new("MatMul", "p1", &["x", "w1"], &["h"]),
+        NodeProto::new("Softmax", "s", &["h"], &["a"]),
+        NodeProto::new("MatMul", "p2", &["a", "w2"], &["b"]),
+        NodeProto::new("MatMul", "p3", &["b", "w3"], &["y"]),
+    ];
+    let g = onnx_util::graph(
+        nodes,
+        vec![onnx_util::input("x", &[512, 256])],
+        &["y"],
+        vec![
+            // Positive weights: sums without cancellation, as bf16 allows.
+            onnx_util::ramp("w1", &[256, 256], 0.0, 1.0 / 65536.0),
+            onnx_util::ramp("w2", &[256, 512], 0.0, 1.0 / 131072.0),
+            onnx_util::ramp("w3", &[512, 128], 0.0, 1.0 / 65536.0),
+        ],
+    );
+    let mut g = onnx_util::import_ok(&onnx_util::encode(g));
+    compiler::interp::fold_constants(&mut g);
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let c = compiler::lower::compile(t, t.machine(), &g).expect("compiles");
+    let s = c.space.iter().find(|s| s.node == "p2").expect("p2's space");
+    let cost = |tm: i64| {
+        s.ranked
+            .iter()
+            .find(|r| r.mapping.inst == "mmul_z" && r.mapping.tm == tm && r.mapping.tn == 128)
+            .map(|r| r.estimate)
+            .unwrap_or_else(|| panic!("no tm {tm}: {:?}", s.ranked))
+    };
+    assert_eq!(cost(128), cost(256));
+    assert_eq!(s.chosen.tm, 128);
+    let inputs = compiler::run::random_inputs(&g, 5);
+    let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+}

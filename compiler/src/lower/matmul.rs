@@ -172,6 +172,21 @@ impl Lowerer<'_> {
                 .is_some_and(|h| matches!(h.base, super::emit::Base::Buf(_)))
         };
         let a_kept = kept(a);
+        let from_rows = self.row_groups.iter().any(|r| r.output == a);
+        // What the region stores: the product's result, or the end of the
+        // element-wise chain its epilogue computes in registers.
+        let mut stored = n.outputs[0];
+        while !kept(stored) && !g.outputs.contains(&stored) {
+            let readers: Vec<&crate::ir::Node> = g
+                .nodes
+                .iter()
+                .filter(|r| r.inputs.contains(&stored))
+                .collect();
+            match readers.as_slice() {
+                [r] if Self::ew_of(&r.op).is_some() => stored = r.outputs[0],
+                _ => break,
+            }
+        }
         let order_search = self.opts.order_search && !a_kept;
         let given = force.or_else(|| self.mappings.mappings.get(&n.name));
         let mut best: Option<(i64, MatMulPlan)> = None;
@@ -243,7 +258,7 @@ impl Lowerer<'_> {
                 b: src(b_data, locs[2]),
                 a_kept,
                 b_kept: kept(b_data),
-                out_kept: kept(n.outputs[0]),
+                out_kept: kept(stored),
                 work: work.as_ref(),
             };
             let mut found = self.tile_search(c, (m, nn, k), aligned, &src);
@@ -318,7 +333,14 @@ impl Lowerer<'_> {
                 None => found
                     .iter()
                     .flat_map(|e| orders(e).into_iter().map(move |(o, cost)| (cost, *e, o)))
-                    .min_by_key(|(cost, e, order)| (*cost, *order, e.mnk))
+                    .min_by_key(|(cost, e, order)| {
+                        // Of tilings estimated alike, rows made a block at a
+                        // time (a row group's) take the fewest rows per
+                        // tile, so the product starts after fewer of them;
+                        // others the most, so fewer tiles.
+                        let rows = if from_rows { e.mnk.0 } else { -e.mnk.0 };
+                        (*cost, *order, rows, e.mnk)
+                    })
                     .expect("found is not empty"),
             };
             if best.as_ref().is_none_or(|(bc, _)| cost < *bc) {
@@ -625,11 +647,6 @@ impl Lowerer<'_> {
         } else {
             home_lat + out_bytes / home_bw
         };
-        let base = share(mt * nt * kt, steps_run) * occ
-            + share(mt * nt, tiles_run) * (waits * in_lat + out);
-        // Bytes of A and B brought in over the whole product, in each order.
-        let a_all = share(mt * nt * kt * a_step, steps_run);
-        let b_all = share(mt * nt * kt * b_step, steps_run);
         // B's runs stay on chip across row blocks when they all fit.
         let b_fits = match locs[2].place {
             Place::Mem(x) if x != self.info.home => {
@@ -639,6 +656,19 @@ impl Lowerer<'_> {
             }
             _ => false,
         };
+        // With `A` on chip and `B`'s runs kept across row blocks, only the
+        // first row block waits for the home memory.
+        let waiting = if src.a_kept && reuse && b_fits {
+            nt
+        } else {
+            mt * nt
+        };
+        let base = share(mt * nt * kt, steps_run) * occ
+            + share(waiting, tiles_run) * waits * in_lat
+            + share(mt * nt, tiles_run) * out;
+        // Bytes of A and B brought in over the whole product, in each order.
+        let a_all = share(mt * nt * kt * a_step, steps_run);
+        let b_all = share(mt * nt * kt * b_step, steps_run);
         let b_rows = if reuse && b_fits {
             share(nt * kt * b_step, steps_run)
         } else {
