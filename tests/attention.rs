@@ -231,12 +231,19 @@ fn the_softmax_takes_the_scores_scale_and_mask() {
 /// masked by `Where(tril, x, -1e9)` (as GPT-2 exports it), softmax, `· v`.
 /// `full_rows` lists rows whose mask is all off (their softmax is uniform).
 fn causal(h: usize, s: usize, d: usize, full_rows: &[usize]) -> Graph {
+    causal_after(h, s, 0, d, full_rows)
+}
+
+/// [`causal`] for `s` queries after `past` keys (a KV cache): query `i`
+/// sees keys `0..=i + past`.
+fn causal_after(h: usize, s: usize, past: usize, d: usize, full_rows: &[usize]) -> Graph {
     let mut g = Graph::default();
     let ty = |elem, shape: Vec<usize>| TensorType { elem, shape };
     let f = |shape| ty(ElemType::F32, shape);
+    let n = s + past;
     let q = g.add_value("q", f(vec![h, s, d]));
-    let k = g.add_value("k", f(vec![h, s, d]));
-    let v = g.add_value("v", f(vec![h, s, d]));
+    let k = g.add_value("k", f(vec![h, n, d]));
+    let v = g.add_value("v", f(vec![h, n, d]));
     g.inputs.extend([q, k, v]);
     let one = |g: &mut Graph, name: &str, op: Op, ins: Vec<ValueId>| -> ValueId {
         g.add_node(name, op, ins).expect("node")[0]
@@ -252,10 +259,14 @@ fn causal(h: usize, s: usize, d: usize, full_rows: &[usize]) -> Graph {
     let x = one(&mut g, "scores", Op::MatMul, vec![q, kt]);
     let c = g.add_constant("c", Tensor::new(f(vec![]), vec![0.125]));
     let x = one(&mut g, "scaled", Op::Mul, vec![x, c]);
-    let tril = (0..s * s)
-        .map(|i| f64::from(u8::from(i % s <= i / s && !full_rows.contains(&(i / s)))))
+    let tril = (0..s * n)
+        .map(|i| {
+            f64::from(u8::from(
+                i % n <= i / n + past && !full_rows.contains(&(i / n)),
+            ))
+        })
         .collect();
-    let m = g.add_constant("tril", Tensor::new(ty(ElemType::Bool, vec![s, s]), tril));
+    let m = g.add_constant("tril", Tensor::new(ty(ElemType::Bool, vec![s, n]), tril));
     let lo = g.add_constant("lo", Tensor::new(f(vec![]), vec![-1e9]));
     let x = one(&mut g, "masked", Op::Where, vec![m, x, lo]);
     let (_, o) = softmax_times(&mut g, x, v);
@@ -320,11 +331,15 @@ fn a_causal_softmax_skips_the_masked_triangle() {
 /// Where the scale went elsewhere (into the query projection, `canon`),
 /// the mask holds 0 and 1: a chunk of it that keeps every element costs no
 /// operation, so of each block of 8 rows only the diagonal's chunk is
-/// masked (one multiply-add per block), where a scale left in the mask
-/// costs one per chunk computed.
+/// masked (one multiply-add per block, with the mask loaded), where a
+/// scale left in the mask costs one per chunk computed.
 #[test]
 fn chunks_the_mask_keeps_whole_cost_no_operation() {
     let t = targets::by_name("vliw-systolic").expect("target");
+    let loaded = Options {
+        mask_by_position: false,
+        ..Options::default()
+    };
     let fmas = |scale: f64| {
         let mut g = causal(1, 256, 64, &[]);
         let c = g
@@ -336,7 +351,7 @@ fn chunks_the_mask_keeps_whole_cost_no_operation() {
         g.constants
             .insert(ValueId(c as u32), Tensor::new(ty, vec![scale]));
         let inputs = compiler::run::random_inputs(&g, 4);
-        let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+        let r = compiler::run::run_with(t, t.machine(), &g, &inputs, None, loaded).expect("runs");
         assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
         count(&r.compiled, "vfma")
     };
@@ -379,4 +394,58 @@ fn the_mask_over_every_head_is_read_once() {
         "{} bytes read from HBM",
         hbm.bytes_read
     );
+}
+
+/// A causal mask of 0 and 1 is computed from element positions (`vcausal`,
+/// one per block of 8 rows: the diagonal's chunk), not loaded: no
+/// multiply-add, and nothing of the mask read from HBM. Also after a KV
+/// cache, where the diagonal is `past` columns to the right.
+#[test]
+fn a_causal_mask_is_computed_from_positions_not_loaded() {
+    let t = targets::by_name("vliw-systolic").expect("target");
+    for past in [0, 40, 128] {
+        let mut g = causal_after(2, 256, past, 64, &[]);
+        let c = g
+            .values
+            .iter()
+            .position(|v| v.name == "c")
+            .expect("the scale");
+        let ty = g.constants[&ValueId(c as u32)].ty.clone();
+        g.constants
+            .insert(ValueId(c as u32), Tensor::new(ty, vec![1.0]));
+        let inputs = compiler::run::random_inputs(&g, 11);
+        let on = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+        let loaded = Options {
+            mask_by_position: false,
+            ..Options::default()
+        };
+        let off = compiler::run::run_with(t, t.machine(), &g, &inputs, None, loaded).expect("runs");
+        assert!(
+            on.checks.iter().all(|c| c.ok),
+            "past {past}: {:?}",
+            on.checks
+        );
+        assert!(
+            off.checks.iter().all(|c| c.ok),
+            "past {past}: {:?}",
+            off.checks
+        );
+        // One chunk of 128 on the diagonal per block of 8 rows, per head.
+        let diagonal = 2 * 256 / 8;
+        assert_eq!(count(&on.compiled, "vcausal"), diagonal, "past {past}");
+        assert_eq!(count(&on.compiled, "vfma"), 0, "past {past}");
+        assert_eq!(count(&off.compiled, "vcausal"), 0, "past {past}");
+        assert_eq!(count(&off.compiled, "vfma"), diagonal, "past {past}");
+        let hbm = |r: &compiler::run::RunResult| {
+            r.report
+                .memories
+                .iter()
+                .find(|m| m.name == "hbm")
+                .expect("hbm")
+                .bytes_read
+        };
+        // The two constants (which mask, which bias) are all the difference.
+        let mask_bytes = 2 * 256 * (256 + past) as u64 * 4;
+        assert_eq!(hbm(&off) - hbm(&on), mask_bytes, "past {past}");
+    }
 }

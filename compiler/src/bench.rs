@@ -52,6 +52,7 @@ pub const SWITCHES: &[Switch] = &[
     ("reverse_priorities", |o| o.reverse_priorities = false),
     ("finish_chains", |o| o.finish_chains = false),
     ("skip_masked", |o| o.skip_masked = false),
+    ("mask_by_position", |o| o.mask_by_position = false),
 ];
 
 /// Which set of workloads to run.

@@ -242,6 +242,11 @@ pub struct OptArgs {
     /// cost no operation).
     #[arg(long)]
     no_skip_masked: bool,
+    /// Load a causal mask's two constants and apply them by a multiply-add,
+    /// instead of masking by element position with the machine's
+    /// instruction for it (`vcausal` on vliw-systolic), which loads nothing
+    #[arg(long)]
+    no_mask_by_position: bool,
 }
 
 impl OptArgs {
@@ -268,6 +273,7 @@ impl OptArgs {
             reverse_priorities: !self.no_reverse_priorities,
             finish_chains: !self.no_finish_chains,
             skip_masked: !self.no_skip_masked,
+            mask_by_position: !self.no_mask_by_position,
         }
     }
 }

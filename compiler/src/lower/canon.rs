@@ -54,6 +54,10 @@ pub struct Caps {
     /// The columns of one register of the file row groups compute in, if
     /// any (a row wider than this has chunks a mask keeps whole).
     pub row_chunk: Option<usize>,
+    /// That file masks by element position (a causal mask costs no load,
+    /// [`super::rows::MaskByPosition`]), so a mask of 0 and 1 saves its
+    /// loads even where a row is one register wide.
+    pub mask_by_position: bool,
 }
 
 /// The graph with the rewrites applied (unchanged when none applies).
@@ -75,7 +79,7 @@ pub fn prepare(g: &Graph, caps: Caps) -> Result<Graph, LowerError> {
         })?;
     }
     let out = match caps.row_chunk {
-        Some(chunk) => fold_scales_into_projections(out, chunk),
+        Some(chunk) => fold_scales_into_projections(out, chunk, caps.mask_by_position),
         None => out,
     };
     Ok(fold_power_of_two_scales(out))
@@ -91,9 +95,10 @@ pub fn prepare(g: &Graph, caps: Caps) -> Result<Graph, LowerError> {
 /// copied. Exact: a power of two only moves the exponent (barring overflow
 /// and subnormal results). Only where a product with a constant (the mask)
 /// reads the scaled scores, their rows are wider than one register of the
-/// row groups' file (`chunk`), and the other blocks of columns are read by
-/// slices that do not overlap this one.
-fn fold_scales_into_projections(g: Graph, chunk: usize) -> Graph {
+/// row groups' file (`chunk`) or that file masks by position (`by_position`:
+/// a mask of 0 and 1 is then computed, not loaded), and the other blocks
+/// of columns are read by slices that do not overlap this one.
+fn fold_scales_into_projections(g: Graph, chunk: usize, by_position: bool) -> Graph {
     let mut g = g;
     let (consumers, producer) = super::fuse::uses(&g);
     let used_once = |g: &Graph, v: ValueId| {
@@ -121,7 +126,7 @@ fn fold_scales_into_projections(g: Graph, chunk: usize) -> Graph {
         let Some(&mi) = producer.get(&scores) else {
             continue;
         };
-        let wide = g.ty(scores).shape.last().is_some_and(|&w| w > chunk);
+        let wide = by_position || g.ty(scores).shape.last().is_some_and(|&w| w > chunk);
         if !matches!(g.nodes[mi].op, Op::MatMul) || !used_once(&g, scores) || !wide {
             continue;
         }
@@ -1056,6 +1061,7 @@ mod tests {
             round: true,
             lane_broadcast: true,
             row_chunk: Some(2),
+            mask_by_position: false,
         };
         let build = |c: f64, twice: bool| {
             let mut g = Graph::default();
@@ -1093,6 +1099,7 @@ mod tests {
                 round: true,
                 lane_broadcast: true,
                 row_chunk: Some(chunk),
+                mask_by_position: false,
             };
             let mut g = Graph::default();
             let x = g.add_value("x", f32s(&[4, 3]));
@@ -1189,6 +1196,7 @@ mod tests {
             round: true,
             lane_broadcast: true,
             row_chunk: Some(2),
+            mask_by_position: false,
         };
         let out = prepare(&g, caps).expect("prepares");
         let (_, t) = out

@@ -195,7 +195,7 @@ pub(super) fn skip(
     let mut period = 1usize;
     let mut consts = Vec::new();
     for st in &plan.steps {
-        if let Calc::Ew(_, args) = &st.calc {
+        if let Some((_, args)) = st.calc.elementwise() {
             for a in args {
                 if let Arg::Const(v) = a {
                     let t = g.constants.get(v)?;
@@ -232,8 +232,8 @@ pub(super) fn skip(
             vals.fill(Abs::Live);
             let mut skippable = true;
             for (i, st) in plan.steps.iter().enumerate() {
-                let v = match &st.calc {
-                    Calc::Reduce(kind, s) => {
+                let v = match (&st.calc, st.calc.elementwise()) {
+                    (Calc::Reduce(kind, s), _) => {
                         let x = vals[*s];
                         skippable &= match kind {
                             ReduceKind::Max => x.masked(),
@@ -243,7 +243,7 @@ pub(super) fn skip(
                         unmasked[i] |= !x.masked();
                         Abs::Live
                     }
-                    Calc::Ew(ew, args) => {
+                    (_, Some((ew, args))) => {
                         let arg = |a: &Arg| match a {
                             Arg::Slot(s) => vals[*s],
                             Arg::Uniform(k) => Abs::Known(*k),
@@ -267,7 +267,7 @@ pub(super) fn skip(
                         }
                         let a = &ops[..args.len().min(3)];
                         // `x - max(x)`.
-                        let less_max = matches!(args.as_slice(),
+                        let less_max = matches!(args,
                             [Arg::Slot(x), Arg::Slot(m)] if maxima.contains(&(*m, *x)));
                         match (ew, a) {
                             (Ew::Add, [x, y]) => add(*x, *y),
@@ -282,6 +282,7 @@ pub(super) fn skip(
                             _ => Abs::Live,
                         }
                     }
+                    (_, None) => Abs::Live,
                 };
                 vals[st.slot] = v;
             }

@@ -594,6 +594,11 @@ pub struct Options {
     /// query projection's epilogue (`canon`), so the mask holds 0 and 1 and
     /// the chunks it keeps whole cost no operation.
     pub skip_masked: bool,
+    /// A causal mask is computed from element positions by an instruction
+    /// that masks by position, where the machine has one
+    /// ([`rows::MaskByPosition`]), instead of loaded as two constants
+    /// (which mask, which bias) and applied by a multiply-add.
+    pub mask_by_position: bool,
 }
 
 impl Default for Options {
@@ -619,6 +624,7 @@ impl Default for Options {
             reverse_priorities: true,
             finish_chains: true,
             skip_masked: true,
+            mask_by_position: true,
         }
     }
 }
@@ -737,6 +743,10 @@ fn canon_for(
             .first()
             .filter(|_| opts.fuse_rows && opts.broadcast_rows && opts.skip_masked)
             .map(|&f| probe.granule(f).1.max(1) as usize),
+        mask_by_position: opts.mask_by_position
+            && ops::lane_broadcast_files(&probe)
+                .first()
+                .is_some_and(|&f| ops::causal_form(&probe, f, (0, 0)).is_some()),
     };
     canon::prepare(g, caps)
 }

@@ -697,6 +697,145 @@ fn mem_form(e: &mut Emitter, x: Val, s: &Step, f: &EwForm) -> Result<Val, String
     Ok(Val::Mem(out))
 }
 
+/// An instruction that masks a register by element position, as a causal
+/// mask does: `d[i, j] = select(le(j + c, i + r), a[i, j], fill)`, with
+/// immediates `r`, `c` and a `fill` at most [`super::masked::MASKED`]
+/// (softmax gives it no weight). Found by its semantics ([`causal_form`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CausalForm {
+    /// The instruction.
+    pub inst: InstId,
+    /// The value of a masked element, as its semantics write it.
+    fill: TileExpr,
+}
+
+/// The tile operation `d[i, j] = select(le(j + c, i + r), a[i, j], fill)`
+/// over registers `d` and `a` of `file` (shape `shape`).
+fn causal_op(
+    file: isa_specs::model::RegFileId,
+    dtype: DType,
+    (d, a): (u32, u32),
+    shape: &[i64],
+    (r, c): (i64, i64),
+    fill: &TileExpr,
+) -> (TileOp, [Ref; 4]) {
+    let (td, rd) = Emitter::reg_tensor(file, dtype, d, shape.to_vec());
+    let (ta, ra) = Emitter::reg_tensor(file, dtype, a, shape.to_vec());
+    let imm = |v: i64| TileTensor {
+        dtype: DType::I32,
+        shape: Vec::new(),
+        place: TilePlace::Imm(v),
+    };
+    let scalar = |t: usize| {
+        TileExpr::Access(TileAccess {
+            tensor: t,
+            indices: Vec::new(),
+        })
+    };
+    let plus = |i: usize, t: usize| {
+        TileExpr::Binary(
+            BinOp::Add,
+            Box::new(TileExpr::Index(IndexId(i as u32))),
+            Box::new(scalar(t)),
+        )
+    };
+    let op = TileOp {
+        tensors: vec![td, ta, imm(r), imm(c)],
+        extents: shape.to_vec(),
+        target: TileAccess {
+            tensor: 0,
+            indices: (0..2).map(ix).collect(),
+        },
+        op: AssignOp::Set,
+        value: TileExpr::Call(
+            Func::Select,
+            vec![
+                TileExpr::Call(Func::Le, vec![plus(1, 3), plus(0, 2)]),
+                access(1, 2),
+                fill.clone(),
+            ],
+        ),
+    };
+    (op, [rd, ra, Ref::Fixed, Ref::Fixed])
+}
+
+/// The instruction of register file `file` that masks by position with
+/// immediates up to `(r, c)` ([`CausalForm`]), if the machine has one.
+pub fn causal_form(
+    e: &Emitter,
+    file: isa_specs::model::RegFileId,
+    most: (i64, i64),
+) -> Option<CausalForm> {
+    let f = &e.m.regfiles[file.index()];
+    let shape: Vec<i64> = f.shape.iter().map(|d| d.value).collect();
+    if shape.len() != 2 || !f.dtype.is_float() {
+        return None;
+    }
+    let params: Vec<i64> = e.m.params.iter().map(|p| p.value).collect();
+    let real = |x: &isa_specs::model::Expr| {
+        isa_specs::eval::eval(x, &isa_specs::eval::Params(&params))
+            .ok()
+            .map(|v| v.as_f64())
+    };
+    e.m.instructions.iter().enumerate().find_map(|(id, inst)| {
+        let [isa_specs::model::Stmt::Assign { value, .. }] = inst.semantics.stmts.as_slice() else {
+            return None;
+        };
+        let SemExpr::Call(Func::Select, args) = value else {
+            return None;
+        };
+        // The masked value: a constant, or a negated one.
+        let (fill, v) = match args.get(2)? {
+            SemExpr::Const(x) => (TileExpr::Const(real(x)?), real(x)?),
+            SemExpr::Neg(x) => match &**x {
+                SemExpr::Const(x) => (
+                    TileExpr::Neg(Box::new(TileExpr::Const(real(x)?))),
+                    -real(x)?,
+                ),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        if v > super::masked::MASKED {
+            return None;
+        }
+        let inst = InstId(id as u32);
+        let (op, _) = causal_op(file, f.dtype, (0, 0), &shape, most, &fill);
+        e.choose(&op, Some(inst)).ok()?;
+        Some(CausalForm { inst, fill })
+    })
+}
+
+/// `a` masked by position by `form`: element `[i, j]` kept where
+/// `j + c <= i + r`, else the form's fill.
+pub fn reg_causal(
+    e: &mut Emitter,
+    form: &CausalForm,
+    a: &RegTile,
+    (r, c): (i64, i64),
+) -> Result<RegTile, String> {
+    let d = e.vreg(a.file);
+    let full: Vec<i64> = e.m.regfiles[a.file.index()]
+        .shape
+        .iter()
+        .map(|q| q.value)
+        .collect();
+    let mut last = String::new();
+    for shape in [vec![a.rows, a.cols], full] {
+        let (op, refs) = causal_op(a.file, a.dtype, (d, a.reg), &shape, (r, c), &form.fill);
+        match e.emit(&op, &refs, Some(form.inst)) {
+            Ok(_) => {
+                return Ok(RegTile {
+                    reg: d,
+                    ..a.clone()
+                });
+            }
+            Err(err) => last = err,
+        }
+    }
+    Err(last)
+}
+
 /// What an index of a contraction instruction stands for in `C[m, n] = Σ_k A[m, k] B[k, n]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {

@@ -346,6 +346,70 @@ pub(super) enum Calc {
     Ew(Ew, Vec<Arg>),
     /// A reduction over the row.
     Reduce(ReduceKind, usize),
+    /// `x · m + b` with `m`, `b` a causal mask ([`MaskByPosition`]),
+    /// computed by an instruction that masks by element position: the
+    /// mask is never loaded. Operands `[x, m, b]`, as the multiply-add's.
+    Causal(Vec<Arg>, MaskByPosition),
+}
+
+impl Calc {
+    /// The element-wise operation it computes and its operands (a mask by
+    /// position is the multiply-add it replaces), if not a reduction.
+    pub(super) fn elementwise(&self) -> Option<(Ew, &[Arg])> {
+        match self {
+            Calc::Ew(ew, args) => Some((*ew, args)),
+            Calc::Causal(args, _) => Some((Ew::MulAdd, args)),
+            Calc::Reduce(..) => None,
+        }
+    }
+}
+
+/// A causal mask `x · m + b` computed from positions: row `i` of the
+/// mask's own rows keeps columns `0..=i + off` (`m = 1`, `b = 0`) and
+/// masks the rest (`m = 0`, `b` at most [`masked::MASKED`]); the full
+/// shape reads row `r` of it as row `r` modulo `own`.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct MaskByPosition {
+    /// The last column row 0 keeps.
+    off: i64,
+    /// The mask's own rows.
+    own: i64,
+    /// The instruction that masks.
+    form: ops::CausalForm,
+}
+
+/// The diagonal offset of a causal mask `x · m + b` over `cols` columns
+/// ([`MaskByPosition`]): every row keeps a prefix of its columns, one
+/// column more than the row before (up to the whole row), row 0 at least
+/// one. None for any other mask.
+pub(super) fn causal_offset(
+    m: &crate::ir::Tensor,
+    b: &crate::ir::Tensor,
+    cols: usize,
+) -> Option<i64> {
+    if cols == 0 || m.data.len() != b.data.len() || !m.data.len().is_multiple_of(cols) {
+        return None;
+    }
+    let mut off = None;
+    for (i, (mr, br)) in m.data.chunks(cols).zip(b.data.chunks(cols)).enumerate() {
+        let kept = mr
+            .iter()
+            .zip(br)
+            .take_while(|(m, b)| **m == 1.0 && **b == 0.0)
+            .count();
+        if !mr[kept..]
+            .iter()
+            .zip(&br[kept..])
+            .all(|(m, b)| *m == 0.0 && *b <= super::masked::MASKED)
+        {
+            return None;
+        }
+        let off = *off.get_or_insert(kept as i64 - 1);
+        if kept == 0 || kept as i64 != (i as i64 + off + 1).min(cols as i64) {
+            return None;
+        }
+    }
+    off
 }
 
 /// One step of the plan: its result goes to `slot`; `row` when it is a row result.
@@ -534,6 +598,10 @@ impl Lowerer<'_> {
                 Calc::Ew(Ew::Neg, args) if !has(Ew::Neg) => {
                     Calc::Ew(Ew::Sub, vec![Arg::Uniform(0.0), args[0]])
                 }
+                Calc::Ew(Ew::MulAdd, args) => match self.mask_by_position(&args, file, &full) {
+                    Some(mask) => Calc::Causal(args, mask),
+                    None => Calc::Ew(Ew::MulAdd, args),
+                },
                 c => c,
             };
             if let Calc::Ew(ew, _) = &calc
@@ -579,7 +647,7 @@ impl Lowerer<'_> {
             made[st.slot] = i;
             row[st.slot] = st.row;
             let reads: Vec<usize> = match &st.calc {
-                Calc::Ew(_, args) => args
+                Calc::Ew(_, args) | Calc::Causal(args, _) => args
                     .iter()
                     .filter_map(|a| match a {
                         Arg::Slot(s) => Some(*s),
@@ -598,7 +666,7 @@ impl Lowerer<'_> {
             .iter()
             .flat_map(|st| match &st.calc {
                 Calc::Ew(_, args) => args.clone(),
-                Calc::Reduce(..) => Vec::new(),
+                Calc::Causal(..) | Calc::Reduce(..) => Vec::new(),
             })
             .filter_map(|a| match a {
                 Arg::Uniform(k) => Some(k.to_bits()),
@@ -614,7 +682,7 @@ impl Lowerer<'_> {
             // A reduction's tree holds half its chunks more.
             let extra = match plan.steps[i].calc {
                 Calc::Reduce(..) => chunks / 2 + 2,
-                Calc::Ew(..) => 2,
+                Calc::Ew(..) | Calc::Causal(..) => 2,
             };
             peak = peak.max(live + extra);
         }
@@ -1050,6 +1118,27 @@ impl Lowerer<'_> {
                     };
                     Held::Row(self.row_reduce_regs(*kind, &xs, &widths, b, uniforms)?)
                 }
+                Calc::Causal(args, mask) => {
+                    let Some(Held::Full(xs)) = args.iter().find_map(|a| match a {
+                        Arg::Slot(s) => held[*s].clone(),
+                        _ => None,
+                    }) else {
+                        return Err(err("a mask by position of no full row"));
+                    };
+                    let mut outs = Vec::with_capacity(widths.len());
+                    for (k, &w) in widths.iter().enumerate() {
+                        // Element [i, j] is kept where j <= reach + i.
+                        let reach = b.row0 % mask.own + mask.off - (b.c0 + k as i64 * gc);
+                        let x = shaped(&xs[k], w);
+                        outs.push(if w - 1 <= reach {
+                            x
+                        } else {
+                            let imm = if reach >= 0 { (reach, 0) } else { (0, -reach) };
+                            ops::reg_causal(&mut self.e, &mask.form, &x, imm).map_err(err)?
+                        });
+                    }
+                    Held::Full(outs)
+                }
                 Calc::Ew(ew, args) => {
                     // Each operand, per chunk (a row result or a uniform the same for all).
                     let mut per: Vec<Vec<RegTile>> = Vec::with_capacity(args.len());
@@ -1159,6 +1248,37 @@ impl Lowerer<'_> {
             Some(Held::Full(xs)) => Ok(xs),
             _ => Err(err("the output is not a full row")),
         }
+    }
+
+    /// The mask by position that computes multiply-add `args` (`x · m + b`
+    /// over a result of shape `full`) in `file`, if `m` and `b` are a
+    /// causal mask ([`causal_offset`]), the mask's rows repeat in whole
+    /// blocks of rows, and the file has an instruction masking by position
+    /// that takes every offset the blocks need.
+    fn mask_by_position(
+        &self,
+        args: &[Arg],
+        file: RegFileId,
+        full: &[usize],
+    ) -> Option<MaskByPosition> {
+        if !self.opts.mask_by_position {
+            return None;
+        }
+        let ([Arg::Slot(_), Arg::Const(m), Arg::Const(b)]
+        | [Arg::Const(m), Arg::Slot(_), Arg::Const(b)]) = args
+        else {
+            return None;
+        };
+        let cols = *full.last()?;
+        let (m, b) = (self.g.constants.get(m)?, self.g.constants.get(b)?);
+        let off = causal_offset(m, b, cols)?;
+        let own = (m.data.len() / cols) as i64;
+        let gr = self.e.granule(file).0;
+        if gr <= 0 || own % gr != 0 {
+            return None;
+        }
+        let form = ops::causal_form(&self.e, file, (own - 1 + off, cols as i64 - 1))?;
+        Some(MaskByPosition { off, own, form })
     }
 
     /// Chunk `k` of full-shape constant `v` over block `b`, in a register:
@@ -1480,8 +1600,67 @@ struct RowBlock<'t> {
 
 #[cfg(test)]
 mod tests {
-    use super::{band_at, band_sizes, chunk_uniform};
+    use super::{band_at, band_sizes, causal_offset, chunk_uniform};
     use crate::ir::{ElemType, Tensor, TensorType};
+
+    /// The constants `m` and `b` of a mask `x · m + b` of `rows` x `cols`
+    /// whose element `[i, j]` is `(m, b)(i, j)`.
+    fn tensors(
+        rows: usize,
+        cols: usize,
+        f: impl Fn(usize, usize) -> (f64, f64),
+    ) -> (Tensor, Tensor) {
+        let ty = TensorType {
+            elem: ElemType::F32,
+            shape: vec![rows, cols],
+        };
+        let (m, b) = (0..rows * cols).map(|i| f(i / cols, i % cols)).unzip();
+        (Tensor::new(ty.clone(), m), Tensor::new(ty, b))
+    }
+
+    /// The mask whose row `i` keeps its first `keep(i)` columns.
+    fn mask(rows: usize, cols: usize, keep: impl Fn(usize) -> usize) -> (Tensor, Tensor) {
+        tensors(rows, cols, |i, j| {
+            if j < keep(i) { (1.0, 0.0) } else { (0.0, -1e9) }
+        })
+    }
+
+    #[test]
+    fn a_causal_mask_is_known_by_its_diagonal() {
+        // The plain lower triangle, and one after 3 cached keys.
+        let (m, b) = mask(4, 4, |i| i + 1);
+        assert_eq!(causal_offset(&m, &b, 4), Some(0));
+        let (m, b) = mask(4, 7, |i| i + 4);
+        assert_eq!(causal_offset(&m, &b, 7), Some(3));
+        // Rows keeping everything once the diagonal leaves the row.
+        let (m, b) = mask(6, 4, |i| (i + 2).min(4));
+        assert_eq!(causal_offset(&m, &b, 4), Some(1));
+        // Not causal: a row keeping nothing, a step of two, the upper triangle.
+        let (m, b) = mask(4, 4, |i| i);
+        assert_eq!(causal_offset(&m, &b, 4), None);
+        let (m, b) = mask(4, 8, |i| 2 * i + 1);
+        assert_eq!(causal_offset(&m, &b, 8), None);
+        let (m, b) = tensors(4, 4, |i, j| if j >= i { (1.0, 0.0) } else { (0.0, -1e9) });
+        assert_eq!(causal_offset(&m, &b, 4), None);
+        // A kept element scaled, or a masked one not masked enough.
+        let causal = |i: usize, j: usize| if j <= i { (1.0, 0.0) } else { (0.0, -1e9) };
+        let (m, b) = tensors(4, 4, |i, j| {
+            if (i, j) == (0, 0) {
+                (0.5, 0.0)
+            } else {
+                causal(i, j)
+            }
+        });
+        assert_eq!(causal_offset(&m, &b, 4), None);
+        let (m, b) = tensors(4, 4, |i, j| {
+            if (i, j) == (0, 3) {
+                (0.0, -5.0)
+            } else {
+                causal(i, j)
+            }
+        });
+        assert_eq!(causal_offset(&m, &b, 4), None);
+    }
 
     #[test]
     fn a_chunk_of_a_causal_mask_is_uniform_off_its_diagonal() {
