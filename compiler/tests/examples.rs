@@ -166,8 +166,9 @@ fn sibling_head_splits_take_different_quarters_of_the_register_file() {
 /// The queries are read only as `A`, which vliw-systolic's contractions
 /// take strided: the scores read them where the projection wrote them
 /// (`ld` is the pitch of its 192 columns) and no `q` split is lowered. The
-/// projection stores its result in bf16, the type the products read. The
-/// block still matches the interpreter.
+/// projection stores its result in bf16, the type the products read, and
+/// the keys' split is kept dense in bf16. The block still matches the
+/// interpreter.
 #[test]
 fn attention_reads_its_heads_where_the_projection_writes_them() {
     let (g, t, c) = small_block_on_vliw();
@@ -228,6 +229,31 @@ fn attention_reads_its_heads_where_the_projection_writes_them() {
         "{:?}",
         scores.iter().map(|i| imm(i, "ld")).collect::<Vec<_>>()
     );
+    // The keys' split, read transposed by the scores (whose instruction
+    // takes `B` only dense), is kept dense in bf16: rows of the head's 16
+    // columns, no padding to whole registers, no f32 copy to convert.
+    // Each head's keys, where the scores read them, are written by a
+    // `vst_bf16` of pitch 16.
+    let addr = |i: &isa_specs::target::MInst, op: &str| {
+        let def = &m.instructions[i.inst.index()];
+        let k = def
+            .operands
+            .iter()
+            .position(|o| o.name == op)
+            .expect("operand");
+        match i.operands[k] {
+            isa_specs::target::OpValue::Addr(x) => x,
+            ref o => panic!("{op} is {o:?}"),
+        }
+    };
+    let dense: std::collections::HashSet<u64> = of("Transpose(k.t")
+        .iter()
+        .filter(|i| name(i) == "vst_bf16" && imm(i, "ld") == 16)
+        .map(|i| addr(i, "dst"))
+        .collect();
+    for i in &scores {
+        assert!(dense.contains(&addr(i, "b")), "{:#x}", addr(i, "b"));
+    }
     let inputs = compiler::run::random_inputs(&g, 7);
     let r = compiler::run::run(t, m, &g, &inputs, None).expect("runs");
     assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
