@@ -430,3 +430,40 @@ fn a_product_summed_in_vector_registers_takes_them_from_the_whole_file() {
     let high = used.len() - low;
     assert!(low >= 12 && high >= 12, "registers used: {used:?}");
 }
+
+/// A product whose tiles, each within a quarter of its scratchpad, still
+/// overflow it with the staging and the tiles in flight beside them is
+/// lowered again with smaller tiles instead of refused: systolic-os as a
+/// 32×32 input-stationary array, 128 × 64 × 256, whose 64 KiB ofmap holds
+/// the f32 output tiles and the f32 input staged for conversion (refused
+/// until session 19: "the buffers need 69632 bytes at their peak").
+#[test]
+fn tiles_overflowing_a_scratchpad_are_tried_again_smaller() {
+    let mm = NodeProto::new("MatMul", "mm", &["A", "B"], &["Y"]);
+    let mut g = import_ok(&encode(graph(
+        vec![mm],
+        vec![input("A", &[128, 64])],
+        &["Y"],
+        vec![ramp("B", &[64, 256], -0.5, 0.0078125)],
+    )));
+    compiler::interp::fold_constants(&mut g);
+    let t = targets::by_name("systolic-os").expect("shipped");
+    let set = |df: i64| {
+        t.with_params(&[
+            ("ROWS".to_owned(), 32),
+            ("COLS".to_owned(), 32),
+            ("DATAFLOW".to_owned(), df),
+        ])
+        .expect("parameters")
+    };
+    let inputs = compiler::run::random_inputs(&g, 6);
+    for df in [0, 1, 2] {
+        let r = compiler::run::run(t, &set(df), &g, &inputs, None)
+            .unwrap_or_else(|e| panic!("dataflow {df}: {e}"));
+        assert!(
+            r.checks.iter().all(|c| c.ok),
+            "dataflow {df}: {:?}",
+            r.checks
+        );
+    }
+}

@@ -587,7 +587,8 @@ impl Lowerer<'_> {
         let locs = c
             .locs(&self.e)
             .ok_or_else(|| format!("`{name}` has operands the machine cannot bring into place"))?;
-        let budget = |mem: MemId| self.e.m.memories[mem.index()].size.value / 4;
+        let share = self.tile_share;
+        let budget = |mem: MemId| self.e.m.memories[mem.index()].size.value / share;
         for (d, l) in [
             (&c.t_dims, locs[0]),
             (&c.a_dims, locs[1]),
@@ -600,7 +601,7 @@ impl Lowerer<'_> {
                     Contraction::shape(d, mnk).iter().product::<i64>() * l.dtype.bytes() as i64;
                 if bytes > budget(mem) {
                     return Err(format!(
-                        "a {tm}x{tn}x{tk} tile of `{name}` takes {bytes} bytes of `{}`, more than a quarter of it",
+                        "a {tm}x{tn}x{tk} tile of `{name}` takes {bytes} bytes of `{}`, more than 1/{share} of it",
                         self.e.m.memories[mem.index()].name
                     ));
                 }

@@ -369,6 +369,10 @@ struct Lowerer<'a> {
     /// Set when a row group with skips does not lower: the node that
     /// started it (the compile starts again without its skips).
     unskip: Option<usize>,
+    /// The share of an on-chip memory one operand tile of a product may
+    /// take: `1 / tile_share` (a quarter; less while a product's region is
+    /// tried again after its buffers overflowed a memory).
+    tile_share: i64,
     /// Row group forms tried ([`Lowerer::group_lowers`]).
     group_trials: HashMap<String, bool>,
     /// Transposes read only by one-row products that take the matrix
@@ -821,6 +825,7 @@ fn compile_once(
             unfront: None,
             skips: Vec::new(),
             unskip: None,
+            tile_share: 4,
             group_trials: HashMap::new(),
             dot_transposes: Default::default(),
             transposed: Vec::new(),
@@ -2558,7 +2563,10 @@ impl Lowerer<'_> {
     }
 
     /// The tile loop of a product's region, trying tilings and mappings (see
-    /// [`Self::region`]).
+    /// [`Self::region`]). Where every one lowered but its buffers overflowed
+    /// an on-chip memory (a tile's share of a memory leaves no room for the
+    /// staging and the tiles in flight beside it), all are tried again with
+    /// operand tiles of half the share, down to a sixteenth.
     fn matmul_tiles(
         &mut self,
         root: &crate::ir::Node,
@@ -2567,12 +2575,41 @@ impl Lowerer<'_> {
         out: ValueId,
         out_home: &Home,
     ) -> Result<(), LowerError> {
+        let share = self.tile_share;
+        let mut first = None;
+        let done = loop {
+            match self.matmul_tilings(root, plan, root_input, out, out_home) {
+                Ok(()) => break Ok(()),
+                Err((e, overflowed)) => {
+                    let e = first.get_or_insert(e).clone();
+                    if !overflowed || self.tile_share >= 16 {
+                        break Err(e);
+                    }
+                    self.tile_share *= 2;
+                }
+            }
+        };
+        self.tile_share = share;
+        done
+    }
+
+    /// One pass of [`Self::matmul_tiles`]: the error, and whether a tiling
+    /// lowered whose buffers then overflowed a memory.
+    fn matmul_tilings(
+        &mut self,
+        root: &crate::ir::Node,
+        plan: &[(Ew, Option<Operand>, bool)],
+        root_input: Option<ValueId>,
+        out: ValueId,
+        out_home: &Home,
+    ) -> Result<(), (LowerError, bool)> {
         // Tiles of the exact matrix size may leave operand rows the machine's
         // copies cannot align; whole aligned tiles (zero-padded) can; failing
         // that, the decomposed product. Where the best mapping by estimate
         // fails, the next few of the tuning space are tried before giving up
         // on a tiling (unless the mapping was given).
         let mut first: Option<LowerError> = None;
+        let mut overflowed = false;
         let mut tried: Vec<(i64, i64, i64, bool, Order)> = Vec::new();
         for tiling in [
             matmul::Tiling::Exact,
@@ -2620,7 +2657,7 @@ impl Lowerer<'_> {
                 }
                 let result = self
                     .region_tiles(&Some(p), plan, root_input, out, out_home)
-                    .and_then(|()| self.fits_on_chip(bufs));
+                    .and_then(|()| self.fits_on_chip(bufs).inspect_err(|_| overflowed = true));
                 match result {
                     Ok(()) => {
                         self.space.extend(space);
@@ -2635,10 +2672,11 @@ impl Lowerer<'_> {
             }
         }
         match first {
-            Some(e) => Err(e),
+            Some(e) => Err((e, overflowed)),
             None => self
                 .plan_matmul(root, matmul::Tiling::Exact, None)
-                .map(|_| ()),
+                .map(|_| ())
+                .map_err(|e| (e, false)),
         }
     }
 
