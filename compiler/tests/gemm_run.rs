@@ -467,3 +467,41 @@ fn tiles_overflowing_a_scratchpad_are_tried_again_smaller() {
         );
     }
 }
+
+/// A mapping given is held to the memories' sizes, not to the share of a
+/// scratchpad the tile search keeps each operand tile within: systolic-os
+/// with an 8 KiB ifmap, 32 × 64 × 32 as one fold of K = 64, whose 4 KiB
+/// ifmap tile is half of it (refused as "more than 1/4 of it" until
+/// session 20).
+#[test]
+fn a_mapping_given_may_take_more_than_the_searchs_share_of_a_scratchpad() {
+    use compiler::lower::mapping::{Mapping, Mappings};
+    let mm = NodeProto::new("MatMul", "mm", &["A", "B"], &["Y"]);
+    let mut g = import_ok(&encode(graph(
+        vec![mm],
+        vec![input("A", &[32, 64])],
+        &["Y"],
+        vec![ramp("B", &[64, 32], -0.5, 0.015625)],
+    )));
+    compiler::interp::fold_constants(&mut g);
+    let t = targets::by_name("systolic-os").expect("shipped");
+    let m = t
+        .with_params(&[("IFMAP_SRAM_KB".to_owned(), 8)])
+        .expect("parameters");
+    let searched = compiler::lower::compile(t, &m, &g).expect("compiles");
+    assert_eq!(
+        searched.space[0].chosen.tk, 32,
+        "the search keeps a quarter"
+    );
+    let given: Mappings = Mappings::from_json(
+        r#"{"target": "systolic-os", "mappings": {"mm": {"inst": "mmul", "tm": 32, "tn": 32, "tk": 64, "order": "rows"}}}"#,
+    )
+    .expect("mappings");
+    let c = compiler::lower::compile_mapped(t, &m, &g, Default::default(), &given)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let chosen: &Mapping = &c.space[0].chosen;
+    assert_eq!((chosen.tm, chosen.tn, chosen.tk), (32, 32, 64));
+    let inputs = compiler::run::random_inputs(&g, 7);
+    let r = compiler::run::run_compiled(t, &m, &g, c, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+}

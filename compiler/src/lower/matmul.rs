@@ -316,7 +316,14 @@ impl Lowerer<'_> {
                 Some(g) if g.inst != name => continue,
                 // The instruction may serve in several forms (operand
                 // roles): the first that takes the tile sizes.
-                Some(g) => match self.tile_cost(c, (m, nn, k), (g.tm, g.tn, g.tk), &src) {
+                // The share of a memory a tile may take bounds the search,
+                // not a mapping given: its buffers are checked when placed.
+                Some(g) => match {
+                    let share = std::mem::replace(&mut self.tile_share, 1);
+                    let cost = self.tile_cost(c, (m, nn, k), (g.tm, g.tn, g.tk), &src);
+                    self.tile_share = share;
+                    cost
+                } {
                     Ok(_) if set.is_some() && acc.is_none() && g.tk < k => {
                         refused.push(format!(
                             "`{name}` cannot accumulate, so tk must cover the reduction of {k}"
