@@ -318,12 +318,7 @@ impl Lowerer<'_> {
                 // roles): the first that takes the tile sizes.
                 // The share of a memory a tile may take bounds the search,
                 // not a mapping given: its buffers are checked when placed.
-                Some(g) => match {
-                    let share = std::mem::replace(&mut self.tile_share, 1);
-                    let cost = self.tile_cost(c, (m, nn, k), (g.tm, g.tn, g.tk), &src);
-                    self.tile_share = share;
-                    cost
-                } {
+                Some(g) => match self.tile_cost(c, (m, nn, k), (g.tm, g.tn, g.tk), &src, 1) {
                     Ok(_) if set.is_some() && acc.is_none() && g.tk < k => {
                         refused.push(format!(
                             "`{name}` cannot accumulate, so tk must cover the reduction of {k}"
@@ -558,7 +553,8 @@ impl Lowerer<'_> {
         for &tm in &ms {
             for &tn in &ns {
                 for &tk in &ks {
-                    if let Ok(e) = self.tile_cost(c, (m, n, k), (tm, tn, tk), src) {
+                    if let Ok(e) = self.tile_cost(c, (m, n, k), (tm, tn, tk), src, self.tile_share)
+                    {
                         all.push(e);
                     }
                 }
@@ -580,13 +576,17 @@ impl Lowerer<'_> {
     /// serves the next tiles of the same rows (`A`, rows first) or columns
     /// (`B`, columns first) when operand reuse is on and its run holds the
     /// whole reduction. Where a mask makes some tiles or reduction steps
-    /// dead (`work`), only the share that runs is counted.
+    /// dead (`work`), only the share that runs is counted. Each operand
+    /// tile on chip takes at most `1 / share` of its memory (the search's
+    /// [`Lowerer::tile_share`]; 1 for a mapping given, whose buffers are
+    /// checked when placed).
     fn tile_cost(
         &self,
         c: &Contraction,
         (m, n, k): (i64, i64, i64),
         mnk: (i64, i64, i64),
         src: &Sources,
+        share: i64,
     ) -> Result<Estimate, String> {
         let (a_src, b_src) = (src.a, src.b);
         let (tm, tn, tk) = mnk;
@@ -594,7 +594,6 @@ impl Lowerer<'_> {
         let locs = c
             .locs(&self.e)
             .ok_or_else(|| format!("`{name}` has operands the machine cannot bring into place"))?;
-        let share = self.tile_share;
         let budget = |mem: MemId| self.e.m.memories[mem.index()].size.value / share;
         for (d, l) in [
             (&c.t_dims, locs[0]),
