@@ -296,12 +296,12 @@ pub fn encode_elements(data: &crate::ir::Data, start: usize, dt: DType, out: &mu
     match (data.f32_bytes(), dt) {
         (Some(b), DType::F32) => out.copy_from_slice(&b[4 * start..4 * (start + n)]),
         (Some(b), DType::Bf16) => {
-            for (w, o) in b[4 * start..4 * (start + n)]
-                .chunks_exact(4)
-                .zip(out.chunks_exact_mut(2))
-            {
-                let bits = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                o.copy_from_slice(&isa_specs::dtype::bf16_bits(bits).to_le_bytes());
+            // As arrays, so that a word is one load and the loop vectorises
+            // (byte by byte it did not: a sixth of compiling GPT-2).
+            let (words, _) = b[4 * start..4 * (start + n)].as_chunks::<4>();
+            let (halves, _) = out.as_chunks_mut::<2>();
+            for (w, o) in words.iter().zip(halves) {
+                *o = isa_specs::dtype::bf16_bits(u32::from_le_bytes(*w)).to_le_bytes();
             }
         }
         _ => {
