@@ -53,6 +53,7 @@ pub const SWITCHES: &[Switch] = &[
     ("finish_chains", |o| o.finish_chains = false),
     ("skip_masked", |o| o.skip_masked = false),
     ("mask_by_position", |o| o.mask_by_position = false),
+    ("split_last_rows", |o| o.split_last_rows = false),
 ];
 
 /// Which set of workloads to run.

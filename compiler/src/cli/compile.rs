@@ -247,6 +247,11 @@ pub struct OptArgs {
     /// instruction for it (`vcausal` on vliw-systolic), which loads nothing
     #[arg(long)]
     no_mask_by_position: bool,
+    /// Compute a product's last block of rows whole, instead of in two
+    /// halves where that costs its unit no time (so fewer results are left
+    /// to drain and store at the end)
+    #[arg(long)]
+    no_split_last_rows: bool,
 }
 
 impl OptArgs {
@@ -274,6 +279,7 @@ impl OptArgs {
             finish_chains: !self.no_finish_chains,
             skip_masked: !self.no_skip_masked,
             mask_by_position: !self.no_mask_by_position,
+            split_last_rows: !self.no_split_last_rows,
         }
     }
 }

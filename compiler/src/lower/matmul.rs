@@ -963,6 +963,31 @@ impl Lowerer<'_> {
         }
     }
 
+    /// Whether a block of `h` rows of product `p` may be computed as two
+    /// of half the rows at no cost: both halves are whole tiles the
+    /// contraction takes (not only the edge tiles the aligned tiling
+    /// forbids), and one reduction step of each occupies its unit for at
+    /// most half as long as a step of all `h` rows (on vliw-systolic a
+    /// step of 256 rows takes 256 cycles and one of 128 rows 128; one of
+    /// 64 still takes 128, the weights' load).
+    pub(super) fn halves_cost_nothing(&self, p: &MatMulPlan, h: i64) -> bool {
+        let Some(form) = p.set.as_ref().or(p.acc.as_ref()) else {
+            return false;
+        };
+        if p.whole_tiles || h < 2 {
+            return false;
+        }
+        let occupancy = |rows: i64| {
+            let op = form.probe(&self.e, (rows, p.tn, p.tk))?;
+            let (mi, _) = self.e.choose(&op, Some(form.inst)).ok()?;
+            Some(self.e.isa.occupancy(self.e.m, &mi))
+        };
+        match (occupancy(h), occupancy(h - h / 2)) {
+            (Some(all), Some(half)) => 2 * half <= all,
+            _ => false,
+        }
+    }
+
     /// One reduction step `kk..kk + kw` of a contraction tile.
     #[allow(clippy::too_many_arguments)]
     fn contraction_step(
