@@ -365,7 +365,11 @@ halt
 /// instruction's distance from the end in a schedule of the reversed
 /// program, under the same units and HBM bandwidth, finishes some tiles
 /// earlier and overlaps their stores with the rest (GEMM 512³ on
-/// vliw-systolic 4853 → 4583 cycles).
+/// vliw-systolic 4853 → 4583 cycles when measured, 4853 → 4510 in session
+/// 20). With the last block of rows in halves
+/// ([`compiler::lower::Options::split_last_rows`]) there is less left to
+/// overlap at the end, and this GEMM is faster without (3947 against 4019
+/// cycles), so the test keeps the block whole.
 #[test]
 fn reverse_schedule_priorities_overlap_the_last_tiles_stores() {
     let t = targets::by_name("vliw-systolic").expect("target");
@@ -374,6 +378,7 @@ fn reverse_schedule_priorities_overlap_the_last_tiles_stores() {
     let cycles = |reverse_priorities| {
         let opts = compiler::lower::Options {
             reverse_priorities,
+            split_last_rows: false,
             ..Default::default()
         };
         let c = compiler::lower::compile_with(t, m, &g, opts).expect("compiles");
