@@ -580,3 +580,30 @@ fn a_products_last_block_of_rows_is_computed_in_halves() {
     let rows = mxu_rows(t, &batched);
     assert!(rows.iter().all(|&m| m == rows[0]), "{rows:?}");
 }
+
+/// A region's buffers are checked against their memories with the
+/// transfers still in flight holding theirs until their waits: systolic-os
+/// as a 32×32 input-stationary array, 128 × 32 × 512, whose last output
+/// tiles' stores to DRAM are waited for after the region; checked as last
+/// touched, they let the check place later buffers in their bytes, the
+/// region passed, and the back end refused the program ("the buffers need
+/// 69632 bytes at their peak") until session 20. Now the region sees the
+/// overflow and is lowered again with smaller tiles.
+#[test]
+fn buffers_of_transfers_in_flight_count_until_their_waits() {
+    let mm = NodeProto::new("MatMul", "mm", &["A", "B"], &["Y"]);
+    let mut g = import_ok(&encode(graph(
+        vec![mm],
+        vec![input("A", &[128, 32])],
+        &["Y"],
+        vec![ramp("B", &[32, 512], -0.5, 0.00390625)],
+    )));
+    compiler::interp::fold_constants(&mut g);
+    let t = targets::by_name("systolic-os").expect("shipped");
+    let m = t
+        .with_params(&[("DATAFLOW".to_owned(), 2)])
+        .expect("parameters");
+    let inputs = compiler::run::random_inputs(&g, 10);
+    let r = compiler::run::run(t, &m, &g, &inputs, None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+}

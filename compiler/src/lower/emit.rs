@@ -636,6 +636,17 @@ impl<'a> Emitter<'a> {
         Ok(())
     }
 
+    /// The buffers of the transfers still in flight: each is live at least
+    /// until its wait, which is emitted later.
+    pub fn in_flight_buffers(&self) -> std::collections::HashSet<usize> {
+        self.pending
+            .iter()
+            .flatten()
+            .flatten()
+            .flat_map(|p| p.bufs.iter().copied())
+            .collect()
+    }
+
     /// Waits for every transfer still in flight.
     pub fn drain(&mut self) -> Result<(), String> {
         for bank in 0..self.pending.len() {

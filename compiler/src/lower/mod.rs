@@ -2910,30 +2910,44 @@ impl Lowerer<'_> {
     /// Whether the on-chip buffers from `first` on fit their memories (placed
     /// by liveness, as the back end will).
     fn fits_on_chip(&self, first: usize) -> Result<(), LowerError> {
+        let now = self.e.code.len();
+        // A transfer still in flight keeps its buffers until its wait, which
+        // comes later: live until now at least (their last touch so far
+        // would let the check place later buffers in their bytes, where the
+        // back end, seeing the wait, cannot).
+        let flying = self.e.in_flight_buffers();
+        let until_now = |b: &BufInfo| BufInfo {
+            live: (b.live.0.min(now), b.live.1.max(now)),
+            ..b.clone()
+        };
         for (mi, mem) in self.e.m.memories.iter().enumerate() {
             // Values kept on chip from earlier regions and read by this one
             // or later ones are live throughout.
-            let now = self.e.code.len();
             let held = self.e.bufs[..first]
                 .iter()
                 .enumerate()
-                .filter(|(_, b)| b.shared && b.used())
+                .filter(|(k, b)| b.used() && (b.shared || flying.contains(k)))
                 .map(|(k, b)| {
-                    let read_later = self
-                        .kept_until
-                        .get(&k)
-                        .is_none_or(|&u| u >= self.lowering_node);
-                    BufInfo {
-                        live: if read_later {
-                            (b.live.0.min(now), now)
-                        } else {
-                            b.live
-                        },
-                        ..b.clone()
+                    let read_later = flying.contains(&k)
+                        || self
+                            .kept_until
+                            .get(&k)
+                            .is_none_or(|&u| u >= self.lowering_node);
+                    if read_later { until_now(b) } else { b.clone() }
+                });
+            let fresh = self.e.bufs[first..]
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.used())
+                .map(|(k, b)| {
+                    if flying.contains(&(first + k)) {
+                        until_now(b)
+                    } else {
+                        b.clone()
                     }
                 });
             let bs: Vec<memplan::Buffer> = held
-                .chain(self.e.bufs[first..].iter().filter(|b| b.used()).cloned())
+                .chain(fresh)
                 .filter(|b| b.mem.index() == mi)
                 .map(|b| memplan::Buffer {
                     size: b.size,
