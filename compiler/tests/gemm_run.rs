@@ -127,6 +127,20 @@ fn gemv(k: i64, n: i64) -> compiler::ir::Graph {
     g
 }
 
+/// `Y = A · B`, `A` an input of `a` and `B` a constant ramp of `b` from
+/// -0.5 by `step`, constants folded.
+fn product(a: &[i64], b: &[i64], step: f32) -> compiler::ir::Graph {
+    let mm = NodeProto::new("MatMul", "mm", &["A", "B"], &["Y"]);
+    let mut g = import_ok(&encode(graph(
+        vec![mm],
+        vec![input("A", a)],
+        &["Y"],
+        vec![ramp("B", b, -0.5, step)],
+    )));
+    compiler::interp::fold_constants(&mut g);
+    g
+}
+
 /// Matrix-unit passes (`mmul*`) in a program compiled for `t`.
 fn mxu_ops(t: &targets::Target, r: &compiler::run::RunResult) -> usize {
     r.compiled
@@ -439,14 +453,7 @@ fn a_product_summed_in_vector_registers_takes_them_from_the_whole_file() {
 /// until session 19: "the buffers need 69632 bytes at their peak").
 #[test]
 fn tiles_overflowing_a_scratchpad_are_tried_again_smaller() {
-    let mm = NodeProto::new("MatMul", "mm", &["A", "B"], &["Y"]);
-    let mut g = import_ok(&encode(graph(
-        vec![mm],
-        vec![input("A", &[128, 64])],
-        &["Y"],
-        vec![ramp("B", &[64, 256], -0.5, 0.0078125)],
-    )));
-    compiler::interp::fold_constants(&mut g);
+    let g = product(&[128, 64], &[64, 256], 0.0078125);
     let t = targets::by_name("systolic-os").expect("shipped");
     let set = |df: i64| {
         t.with_params(&[
@@ -476,14 +483,7 @@ fn tiles_overflowing_a_scratchpad_are_tried_again_smaller() {
 #[test]
 fn a_mapping_given_may_take_more_than_the_searchs_share_of_a_scratchpad() {
     use compiler::lower::mapping::{Mapping, Mappings};
-    let mm = NodeProto::new("MatMul", "mm", &["A", "B"], &["Y"]);
-    let mut g = import_ok(&encode(graph(
-        vec![mm],
-        vec![input("A", &[32, 64])],
-        &["Y"],
-        vec![ramp("B", &[64, 32], -0.5, 0.015625)],
-    )));
-    compiler::interp::fold_constants(&mut g);
+    let g = product(&[32, 64], &[64, 32], 0.015625);
     let t = targets::by_name("systolic-os").expect("shipped");
     let m = t
         .with_params(&[("IFMAP_SRAM_KB".to_owned(), 8)])
@@ -535,14 +535,7 @@ fn mxu_rows(t: &targets::Target, r: &compiler::run::RunResult) -> Vec<i64> {
 #[test]
 fn a_products_last_block_of_rows_is_computed_in_halves() {
     let t = targets::by_name("vliw-systolic").expect("shipped");
-    let mm = NodeProto::new("MatMul", "mm", &["A", "B"], &["Y"]);
-    let mut g = import_ok(&encode(graph(
-        vec![mm],
-        vec![input("A", &[512, 256])],
-        &["Y"],
-        vec![ramp("B", &[256, 256], -0.5, 0.0078125)],
-    )));
-    compiler::interp::fold_constants(&mut g);
+    let g = product(&[512, 256], &[256, 256], 0.0078125);
     let on = run_matching(&g, 8, compiler::lower::Options::default());
     let off = run_matching(
         &g,
@@ -568,14 +561,7 @@ fn a_products_last_block_of_rows_is_computed_in_halves() {
         off.report.cycles
     );
     // Batched: 4 × 512 × 64 by 4 × 64 × 64 keeps its blocks of 256 whole.
-    let mm = NodeProto::new("MatMul", "mm", &["A", "B"], &["Y"]);
-    let mut g = import_ok(&encode(graph(
-        vec![mm],
-        vec![input("A", &[4, 512, 64])],
-        &["Y"],
-        vec![ramp("B", &[4, 64, 64], -0.5, 0.0078125)],
-    )));
-    compiler::interp::fold_constants(&mut g);
+    let g = product(&[4, 512, 64], &[4, 64, 64], 0.0078125);
     let batched = run_matching(&g, 9, compiler::lower::Options::default());
     let rows = mxu_rows(t, &batched);
     assert!(rows.iter().all(|&m| m == rows[0]), "{rows:?}");
@@ -591,14 +577,7 @@ fn a_products_last_block_of_rows_is_computed_in_halves() {
 /// overflow and is lowered again with smaller tiles.
 #[test]
 fn buffers_of_transfers_in_flight_count_until_their_waits() {
-    let mm = NodeProto::new("MatMul", "mm", &["A", "B"], &["Y"]);
-    let mut g = import_ok(&encode(graph(
-        vec![mm],
-        vec![input("A", &[128, 32])],
-        &["Y"],
-        vec![ramp("B", &[32, 512], -0.5, 0.00390625)],
-    )));
-    compiler::interp::fold_constants(&mut g);
+    let g = product(&[128, 32], &[32, 512], 0.00390625);
     let t = targets::by_name("systolic-os").expect("shipped");
     let m = t
         .with_params(&[("DATAFLOW".to_owned(), 2)])
