@@ -174,17 +174,18 @@ fn attention_reads_its_heads_where_the_projection_writes_them() {
     let (g, t, c) = small_block_on_vliw();
     let m = t.machine();
     let name = |i: &isa_specs::target::MInst| m.instructions[i.inst.index()].name.as_str();
-    let imm = |i: &isa_specs::target::MInst, op: &str| {
+    let operand = |i: &isa_specs::target::MInst, op: &str| {
         let def = &m.instructions[i.inst.index()];
         let k = def
             .operands
             .iter()
             .position(|o| o.name == op)
             .expect("operand");
-        match i.operands[k] {
-            isa_specs::target::OpValue::Imm(x) => x,
-            ref o => panic!("{op} is {o:?}"),
-        }
+        i.operands[k].clone()
+    };
+    let imm = |i: &isa_specs::target::MInst, op: &str| match operand(i, op) {
+        isa_specs::target::OpValue::Imm(x) => x,
+        o => panic!("{op} is {o:?}"),
     };
     let mut at = 0;
     let mut region = std::collections::HashMap::new();
@@ -234,17 +235,9 @@ fn attention_reads_its_heads_where_the_projection_writes_them() {
     // columns, no padding to whole registers, no f32 copy to convert.
     // Each head's keys, where the scores read them, are written by a
     // `vst_bf16` of pitch 16.
-    let addr = |i: &isa_specs::target::MInst, op: &str| {
-        let def = &m.instructions[i.inst.index()];
-        let k = def
-            .operands
-            .iter()
-            .position(|o| o.name == op)
-            .expect("operand");
-        match i.operands[k] {
-            isa_specs::target::OpValue::Addr(x) => x,
-            ref o => panic!("{op} is {o:?}"),
-        }
+    let addr = |i: &isa_specs::target::MInst, op: &str| match operand(i, op) {
+        isa_specs::target::OpValue::Addr(x) => x,
+        o => panic!("{op} is {o:?}"),
     };
     let dense: std::collections::HashSet<u64> = of("Transpose(k.t")
         .iter()
