@@ -181,7 +181,7 @@ fn attention_reads_its_heads_where_the_projection_writes_them() {
             .iter()
             .position(|o| o.name == op)
             .expect("operand");
-        i.operands[k].clone()
+        i.operands[k]
     };
     let imm = |i: &isa_specs::target::MInst, op: &str| match operand(i, op) {
         isa_specs::target::OpValue::Imm(x) => x,
