@@ -53,6 +53,20 @@ fn regions_account_for_the_whole_program() {
                     r.roofline_cycles,
                     compiler::lower::Roofline::of(m, r.macs, r.home_bytes).cycles
                 );
+                // Its bound is at most the time it took, from its first
+                // instruction's issue to its last one's completion (its
+                // share of the program, from its first bundle to the next
+                // region's, can be a single cycle where the scheduler
+                // hoisted its loads into the region before: mlp_medium's
+                // first product on vliw-systolic had 60 bound cycles in 1).
+                assert!(
+                    r.instructions == 0 || r.roofline_cycles <= r.span_cycles,
+                    "{name} on {}: {} has {} bound cycles in a span of {}",
+                    t.name(),
+                    r.region,
+                    r.roofline_cycles,
+                    r.span_cycles
+                );
             }
         }
     }

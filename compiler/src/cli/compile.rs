@@ -717,8 +717,8 @@ pub fn run_json(m: &Machine, r: &RunResult) -> serde_json::Value {
 /// Per region: simulated cycles, bound, efficiency (program order).
 fn region_table(regions: &[RegionRun]) -> String {
     let mut s = format!(
-        "{:<12}{:>9} {:>9} {:>11}  region\n",
-        "per region", "cycles", "bound", "efficiency"
+        "{:<12}{:>9} {:>9} {:>9} {:>11}  region\n",
+        "per region", "share", "span", "bound", "efficiency"
     );
     for x in regions {
         let name: String = if x.region.chars().count() > 90 {
@@ -731,9 +731,10 @@ fn region_table(regions: &[RegionRun]) -> String {
             x.region.clone()
         };
         s.push_str(&format!(
-            "{:<12}{:>9} {:>9} {:>10.1}%  {name}\n",
+            "{:<12}{:>9} {:>9} {:>9} {:>10.1}%  {name}\n",
             "",
             x.cycles,
+            x.span_cycles,
             x.roofline_cycles,
             100.0 * x.efficiency
         ));
@@ -762,7 +763,7 @@ fn write_roofline(
             label: x.region.clone(),
             macs: x.macs,
             home_bytes: x.home_bytes,
-            cycles: x.cycles,
+            cycles: x.span_cycles,
         })
         .collect();
     let svg = compiler::roofline::svg(title, m, &model, &points)

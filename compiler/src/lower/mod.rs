@@ -444,6 +444,13 @@ pub struct RegionStats {
     /// region merged from parts has several); each range runs to the first
     /// bundle of the next region, so together they cover the program.
     pub bundles: Vec<(usize, usize)>,
+    /// The first and the last bundle holding any of its instructions (the
+    /// scheduler moves instructions across regions, so regions' spans
+    /// overlap where the ranges of [`RegionStats::bundles`] do not).
+    pub span: Option<(usize, usize)>,
+    /// Its instructions that may complete after its last bundle issues:
+    /// `(bundle, latency)` where the latency exceeds the bundles left.
+    pub late: Vec<(usize, u64)>,
 }
 
 impl RegionStats {
@@ -460,6 +467,21 @@ impl RegionStats {
             .iter()
             .map(|&(a, b)| at(b).saturating_sub(at(a)))
             .sum()
+    }
+
+    /// The cycles from its first instruction's issue to its last one's
+    /// completion, given the cycle each bundle issued at.
+    pub fn span_cycles(&self, issue: &[u64], total: u64) -> u64 {
+        let Some((first, last)) = self.span else {
+            return 0;
+        };
+        let at = |b: usize| issue.get(b).copied().unwrap_or(total);
+        let end = self
+            .late
+            .iter()
+            .map(|&(b, l)| at(b) + l)
+            .fold(at(last) + 1, u64::max);
+        end.saturating_sub(at(first))
     }
 }
 
@@ -1921,7 +1943,12 @@ impl Lowerer<'_> {
 
     /// Per region: its work, its least home traffic, and its bundles, given
     /// the bundle each instruction went to.
-    fn region_stats(&self, placed: &[usize], n_bundles: usize) -> Vec<RegionStats> {
+    fn region_stats(
+        &self,
+        placed: &[usize],
+        latency: &[u64],
+        n_bundles: usize,
+    ) -> Vec<RegionStats> {
         let g = self.g;
         // First bundle of each part; a part runs to the next part's first bundle.
         // Parts whose first bundles coincide (the scheduler mixed them): the
@@ -1985,13 +2012,54 @@ impl Lowerer<'_> {
                 };
                 let outputs: Vec<ValueId> = made.iter().copied().filter(used_outside).collect();
                 let macs = members.iter().map(|&k| node_macs(g, &g.nodes[k])).sum();
+                let insts = || {
+                    parts.iter().flat_map(|&k| {
+                        let (a, b) = self.region_parts[k].1;
+                        a.min(placed.len())..b.min(placed.len())
+                    })
+                };
+                let span = insts()
+                    .map(|i| placed[i])
+                    .fold(None, |s: Option<(usize, usize)>, b| {
+                        Some(s.map_or((b, b), |(lo, hi)| (lo.min(b), hi.max(b))))
+                    });
+                let late = span.map_or_else(Vec::new, |(_, last)| {
+                    insts()
+                        .filter(|&i| latency[i] > (last - placed[i]) as u64)
+                        .map(|i| (placed[i], latency[i]))
+                        .collect()
+                });
+                // An input only sliced in the region is read only in part.
+                let read = |v: ValueId| {
+                    let full = bytes(v);
+                    let numel = g.ty(v).numel() as u64;
+                    let slices: Option<u64> = members
+                        .iter()
+                        .map(|&k| &g.nodes[k])
+                        .filter(|n| n.inputs.contains(&v))
+                        .map(|n| {
+                            matches!(n.op, Op::Slice { .. })
+                                .then(|| g.ty(n.outputs[0]).numel() as u64)
+                        })
+                        .sum();
+                    match slices {
+                        Some(e) if numel > 0 => full.min(full / numel * e),
+                        _ => full,
+                    }
+                };
                 RegionStats {
                     macs,
-                    home_bytes: inputs.into_iter().chain(outputs).map(bytes).sum(),
+                    home_bytes: inputs
+                        .into_iter()
+                        .map(read)
+                        .chain(outputs.into_iter().map(bytes))
+                        .sum(),
                     bundles: parts
                         .iter()
                         .filter_map(|&k| starts[k].map(|s| (s, end_of(s))))
                         .collect(),
+                    span,
+                    late,
                 }
             })
             .collect()
@@ -3452,7 +3520,13 @@ impl Lowerer<'_> {
             program.outputs.push(desc(*v, h)?);
         }
         let macs = self.g.nodes.iter().map(|n| node_macs(self.g, n)).sum();
-        let region_stats = times.time("statistics", || self.region_stats(&placed, bundles.len()));
+        let region_stats = times.time("statistics", || {
+            let latency: Vec<u64> = insts
+                .iter()
+                .map(|i| t.isa().latency(m, i).max(0) as u64)
+                .collect();
+            self.region_stats(&placed, &latency, bundles.len())
+        });
         let min_home_bytes = self
             .g
             .inputs
