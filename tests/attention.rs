@@ -342,14 +342,7 @@ fn chunks_the_mask_keeps_whole_cost_no_operation() {
     };
     let fmas = |scale: f64| {
         let mut g = causal(1, 256, 64, &[]);
-        let c = g
-            .values
-            .iter()
-            .position(|v| v.name == "c")
-            .expect("the scale");
-        let ty = g.constants[&ValueId(c as u32)].ty.clone();
-        g.constants
-            .insert(ValueId(c as u32), Tensor::new(ty, vec![scale]));
+        set_scale(&mut g, scale);
         let inputs = compiler::run::random_inputs(&g, 4);
         let r = compiler::run::run_with(t, t.machine(), &g, &inputs, None, loaded).expect("runs");
         assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
@@ -400,19 +393,24 @@ fn the_mask_over_every_head_is_read_once() {
 /// one per block of 8 rows: the diagonal's chunk), not loaded: no
 /// multiply-add, and nothing of the mask read from HBM. Also after a KV
 /// cache, where the diagonal is `past` columns to the right.
+/// Sets the attention's scale, the constant `c`, to `scale`.
+fn set_scale(g: &mut compiler::ir::Graph, scale: f64) {
+    let c = g
+        .values
+        .iter()
+        .position(|v| v.name == "c")
+        .expect("the scale");
+    let ty = g.constants[&ValueId(c as u32)].ty.clone();
+    g.constants
+        .insert(ValueId(c as u32), Tensor::new(ty, vec![scale]));
+}
+
 #[test]
 fn a_causal_mask_is_computed_from_positions_not_loaded() {
     let t = targets::by_name("vliw-systolic").expect("target");
     for past in [0, 40, 128] {
         let mut g = causal_after(2, 256, past, 64, &[]);
-        let c = g
-            .values
-            .iter()
-            .position(|v| v.name == "c")
-            .expect("the scale");
-        let ty = g.constants[&ValueId(c as u32)].ty.clone();
-        g.constants
-            .insert(ValueId(c as u32), Tensor::new(ty, vec![1.0]));
+        set_scale(&mut g, 1.0);
         let inputs = compiler::run::random_inputs(&g, 11);
         let on = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
         let loaded = Options {
