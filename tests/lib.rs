@@ -67,3 +67,9 @@ pub fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
         })
         .collect()
 }
+
+/// The small bench set's synthetic GEMM `a · b`: `a: [m, k]` an input, `b` a
+/// seeded constant.
+pub fn gemm_graph(m: usize, k: usize, n: usize) -> compiler::ir::Graph {
+    compiler::bench::gemm_graph(m, k, n)
+}
