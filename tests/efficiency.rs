@@ -108,7 +108,7 @@ fn weights_count_in_the_type_products_read_them_in() {
     let t = targets::by_name("vliw-systolic").expect("target");
     let m = t.machine();
     for rows in [1, 64] {
-        let g = compiler::bench::gemm_graph(rows, 256, 512);
+        let g = compiler::run::gemm_graph(rows, 256, 512);
         let c = compiler::lower::compile(t, m, &g).expect("compiles");
         let io = (rows * 256 + rows * 512) as u64 * 4;
         assert_eq!(c.min_home_bytes, io + 256 * 512 * 2, "{rows} rows");
@@ -131,7 +131,7 @@ fn pops_do_not_hold_the_matrix_unit() {
             .expect("a valid variant")
     };
     let m = set(1);
-    let g = compiler::bench::gemm_graph(512, 512, 512);
+    let g = compiler::run::gemm_graph(512, 512, 512);
     let c = compiler::lower::compile(t, &m, &g).expect("compiles");
     let cycles = compiler::run::timing(t, &m, &c).expect("simulates").cycles;
     let passes = 8 * 4 * 256;

@@ -71,5 +71,5 @@ pub fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
 /// The small bench set's synthetic GEMM `a · b`: `a: [m, k]` an input, `b` a
 /// seeded constant.
 pub fn gemm_graph(m: usize, k: usize, n: usize) -> compiler::ir::Graph {
-    compiler::bench::gemm_graph(m, k, n)
+    compiler::run::gemm_graph(m, k, n)
 }

@@ -1,7 +1,7 @@
 //! The tuning space of matrix products (`compiler::lower::mapping`): every
 //! point it lists compiles and computes the same result, mappings given from
 //! outside are used or refused with the reason, and `--tune`
-//! (`compiler::tune`) never makes a model slower.
+//! (`tessera::tune`) never makes a model slower.
 
 use compiler::ir::Graph;
 use compiler::lower::mapping::{Mapping, Mappings, Order};
@@ -107,7 +107,7 @@ fn ranked_alternatives_compile_and_match_the_interpreter() {
 #[test]
 fn both_orders_compute_the_same_product() {
     // Column-first keeps the weights' runs on chip across row blocks.
-    let g = compiler::bench::gemm_graph(96, 64, 80);
+    let g = compiler::run::gemm_graph(96, 64, 80);
     let inputs = compiler::run::random_inputs(&g, 5);
     for t in targets::all() {
         let m = t.machine();
@@ -177,11 +177,11 @@ fn tuning_is_never_slower_and_keeps_results_right() {
     let inputs = compiler::run::random_inputs(&g, 7);
     for t in targets::all() {
         let m = t.machine();
-        let budget = compiler::tune::Budget {
+        let budget = tessera::tune::Budget {
             time: std::time::Duration::from_secs(20),
             candidates: 3,
         };
-        let (c, r) = compiler::tune::tune(t, m, &g, Options::default(), budget).expect("tunes");
+        let (c, r) = tessera::tune::tune(t, m, &g, Options::default(), budget).expect("tunes");
         assert!(r.tuned_cycles <= r.default_cycles, "{}: {r:?}", t.name());
         assert!(r.evaluations >= 1 && r.products.len() == 3);
         for p in &r.products {
@@ -205,7 +205,7 @@ fn the_weights_are_loaded_once_across_row_blocks_when_they_fit() {
     // weights' staged runs serve both, so the home memory is read for the
     // input once and the (bf16-packed) weights once.
     let (m_, k, n) = (512, 256, 256);
-    let g = compiler::bench::gemm_graph(m_, k, n);
+    let g = compiler::run::gemm_graph(m_, k, n);
     let t = targets::by_name("vliw-systolic").expect("target");
     let m = t.machine();
     let c = lower::compile(t, m, &g).expect("compiles");
@@ -236,7 +236,7 @@ fn a_large_transfer_is_spread_over_the_dma_engines() {
     // as four transfers of 64 rows signalling one semaphore (brought whole,
     // without bands; with bands, each band goes as four). Both 256-row
     // blocks whole (not the last in halves, which go as two transfers).
-    let g = compiler::bench::gemm_graph(512, 512, 512);
+    let g = compiler::run::gemm_graph(512, 512, 512);
     let t = targets::by_name("vliw-systolic").expect("target");
     let blocks = Options {
         split_last_rows: false,
@@ -276,7 +276,7 @@ fn staged_runs_come_in_bands_so_the_first_passes_start_early() {
     // (512 KiB) comes on chip in bands of 128, 128 and 256 columns, each
     // converted to bf16 as it lands, so the first pass waits for one band
     // instead of the whole block.
-    let g = compiler::bench::gemm_graph(512, 512, 512);
+    let g = compiler::run::gemm_graph(512, 512, 512);
     let t = targets::by_name("vliw-systolic").expect("target");
     let m = t.machine();
     let first_pass = |c: &lower::Compiled| {
@@ -327,8 +327,8 @@ fn a_staged_run_wider_than_one_transfer_comes_in_column_chunks_and_serves_every_
     // still staged once and every column tile reads it: the input is
     // converted to bf16 once whether there are one or two column tiles
     // (unstaged, each column tile converted its own steps again).
-    let (one, _) = conversions(&compiler::bench::gemm_graph(16, 4096, 128));
-    let g = compiler::bench::gemm_graph(16, 4096, 256);
+    let (one, _) = conversions(&compiler::run::gemm_graph(16, 4096, 128));
+    let g = compiler::run::gemm_graph(16, 4096, 256);
     let (two, c) = conversions(&g);
     assert!(one > 0);
     assert_eq!(two, one, "the run is staged once for both column tiles");
@@ -346,7 +346,7 @@ fn a_run_of_a_long_reduction_is_staged_once_for_every_column_tile() {
     // Cut in two runs (an eighth of the memory each, before session 11),
     // every column tile staged and converted both again: a GEMM of
     // 1024 x 8192 x 1024 converted its input eight times and ran at 44%.
-    let at = |n: usize| conversions(&compiler::bench::gemm_graph(256, 8192, n)).0;
+    let at = |n: usize| conversions(&compiler::run::gemm_graph(256, 8192, n)).0;
     let one = at(128);
     assert!(one > 0);
     assert_eq!(at(256), one, "staged once for both column tiles");
@@ -360,7 +360,7 @@ fn the_tile_search_keeps_a_long_reduction_in_one_run() {
     // to every reduction step, which made 256-row blocks look best (a GEMM
     // of 512 x 16384 x 512 ran at 37%); staged runs wait once per run, and
     // blocks of 128 rows are chosen: the input is converted once.
-    let (n, c) = conversions(&compiler::bench::gemm_graph(256, 16384, 256));
+    let (n, c) = conversions(&compiler::run::gemm_graph(256, 16384, 256));
     // One conversion per 8 x 128 register of the input.
     assert_eq!(n, 256 * 16384 / (8 * 128), "{:?}", c.space);
 }

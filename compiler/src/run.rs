@@ -5,7 +5,7 @@
 //! floating-point type the program computes in (see [`Tolerance::for_dtype`]).
 
 use crate::interp;
-use crate::ir::{Graph, Tensor, TensorType};
+use crate::ir::{ElemType, Graph, Op, Tensor, TensorType};
 use crate::lower::{self, Compiled, LowerError};
 use isa_specs::Machine;
 use isa_specs::model::{DType, OperandKind};
@@ -386,3 +386,32 @@ pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> (f64, f64, bool) 
     let ok = !nan && abs <= tol.abs + tol.rel * scale;
     (abs, rel, ok)
 }
+
+/// `c = a · b` with `a: [m, k]` an input and `b: [k, n]` a seeded constant in [-1, 1).
+pub fn gemm_graph(m: usize, k: usize, n: usize) -> Graph {
+    let ty = |shape: Vec<usize>| TensorType {
+        elem: ElemType::F32,
+        shape,
+    };
+    let mut g = Graph::default();
+    let a = g.add_value("a", ty(vec![m, k]));
+    g.inputs.push(a);
+    let mut s: u64 = 0x2545_F491_4F6C_DD1D ^ ((m * 31 + k) * 31 + n) as u64;
+    let data = (0..k * n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let unit = (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+            ElemType::F32.round(unit)
+        })
+        .collect();
+    let b = g.add_constant("b", Tensor::new(ty(vec![k, n]), data));
+    let c = g
+        .add_node("c", Op::MatMul, vec![a, b])
+        .expect("a matmul of matching shapes types")[0];
+    g.outputs.push(c);
+    g
+}
+
+

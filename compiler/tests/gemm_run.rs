@@ -431,7 +431,7 @@ fn a_product_summed_in_vector_registers_takes_them_from_the_whole_file() {
     // product summed in that file takes registers anywhere in it: freed
     // longest first over 32 rather than 16 keeps its chains apart (confined
     // to a half, GEMM 64³ took 32653 cycles instead of 22453).
-    let g = compiler::bench::gemm_graph(64, 64, 64);
+    let g = compiler::run::gemm_graph(64, 64, 64);
     let t = targets::by_name("simd-dsp").expect("shipped");
     let m = t.machine();
     let inputs = compiler::run::random_inputs(&g, 3);

@@ -309,7 +309,7 @@ fn a_write_standing_in_for_many_readers_follows_them_all() {
 fn transfers_take_turns_on_a_shared_memory() {
     let t = targets::by_name("vliw-systolic").expect("target");
     let m = t.machine();
-    let g = compiler::bench::gemm_graph(256, 256, 256);
+    let g = compiler::run::gemm_graph(256, 256, 256);
     let c = compiler::lower::compile(t, m, &g).expect("compiles");
     let report = compiler::run::timing(t, m, &c).expect("simulates");
     assert_eq!(report.cycles, c.bundles.len() as u64, "issue stalls");
@@ -374,7 +374,7 @@ halt
 fn reverse_schedule_priorities_overlap_the_last_tiles_stores() {
     let t = targets::by_name("vliw-systolic").expect("target");
     let m = t.machine();
-    let g = compiler::bench::gemm_graph(512, 512, 512);
+    let g = compiler::run::gemm_graph(512, 512, 512);
     let cycles = |reverse_priorities| {
         let opts = compiler::lower::Options {
             reverse_priorities,

@@ -159,7 +159,7 @@ impl Roofline {
     /// The bound of `macs` multiply-accumulates and `home_bytes` across the
     /// home memory on machine `m`.
     pub fn of(m: &Machine, macs: u64, home_bytes: u64) -> Roofline {
-        let (peak, bw) = crate::roofline::roof(m);
+        let (peak, bw) = roof(m);
         let compute_cycles = if peak > 0 {
             macs.div_ceil(peak as u64)
         } else {
@@ -172,6 +172,24 @@ impl Roofline {
             cycles: compute_cycles.max(memory_cycles).max(1),
         }
     }
+}
+
+/// The peak MACs per cycle (every unit, every copy) and the home memory's
+/// bandwidth (bytes per cycle, at least 1) of `m`: the two roofs of the
+/// bound ([`compiler::lower::Roofline`]).
+pub fn roof(m: &Machine) -> (i64, u64) {
+    let peak: i64 = m
+        .units
+        .iter()
+        .map(|u| u.macs_per_cycle.value * u.count.value.max(1))
+        .sum();
+    let bw = m
+        .memories
+        .iter()
+        .filter(|x| x.kind.off_chip())
+        .max_by_key(|x| x.size.value)
+        .map_or(1, |x| x.bandwidth.value.max(1));
+    (peak, bw as u64)
 }
 
 /// What a lowering attempt may change, and a failed one must undo (see

@@ -3,16 +3,16 @@
 //! A fixed, enumerable set of workloads ([`workloads`]: the bundled example
 //! models and synthetic GEMMs, in two sizes) is compiled for each target,
 //! simulated functionally and checked against the reference interpreter
-//! ([`crate::run::run_with`]). Each pair gives a [`PairResult`]: simulated
+//! ([`compiler::run::run_with`]). Each pair gives a [`PairResult`]: simulated
 //! cycles, the roofline bound and the efficiency, compile and simulator
 //! time, instruction and bundle counts, and — with ablation — the cycles with
 //! each optimisation of [`SWITCHES`] turned off over the cycles with all on.
 //! A [`BenchReport`] is written as JSON; [`compare`] sets two of them side by
 //! side and flags cycle regressions.
 
-use crate::ir::{ElemType, Graph, Op, Tensor, TensorType};
-use crate::lower::{self, Options};
-use crate::run::{self, RunError};
+use compiler::ir::{Graph, Tensor};
+use compiler::lower::{self, Options};
+use compiler::run::{self, RunError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -185,38 +185,13 @@ impl Workload {
     }
 }
 
-/// `c = a · b` with `a: [m, k]` an input and `b: [k, n]` a seeded constant in [-1, 1).
-pub fn gemm_graph(m: usize, k: usize, n: usize) -> Graph {
-    let ty = |shape: Vec<usize>| TensorType {
-        elem: ElemType::F32,
-        shape,
-    };
-    let mut g = Graph::default();
-    let a = g.add_value("a", ty(vec![m, k]));
-    g.inputs.push(a);
-    let mut s: u64 = 0x2545_F491_4F6C_DD1D ^ ((m * 31 + k) * 31 + n) as u64;
-    let data = (0..k * n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let unit = (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-            ElemType::F32.round(unit)
-        })
-        .collect();
-    let b = g.add_constant("b", Tensor::new(ty(vec![k, n]), data));
-    let c = g
-        .add_node("c", Op::MatMul, vec![a, b])
-        .expect("a matmul of matching shapes types")[0];
-    g.outputs.push(c);
-    g
-}
+pub use compiler::run::gemm_graph;
 
 fn load_onnx(path: &Path) -> Result<Loaded, String> {
     let mut graph =
-        crate::onnx::import_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    crate::interp::fold_constants(&mut graph);
-    crate::ir::verify(&graph)
+        compiler::onnx::import_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    compiler::interp::fold_constants(&mut graph);
+    compiler::ir::verify(&graph)
         .map_err(|e| format!("{}: IR verifier: {}", path.display(), e.join("; ")))?;
     let data = path
         .parent()
@@ -227,7 +202,7 @@ fn load_onnx(path: &Path) -> Result<Loaded, String> {
         .iter()
         .enumerate()
         .map(|(i, v)| {
-            crate::onnx::read_tensor_file(data.join(format!("input_{i}.pb")))
+            compiler::onnx::read_tensor_file(data.join(format!("input_{i}.pb")))
                 .ok()
                 .map(|(_, t)| t)
                 .filter(|t| t.ty.shape == graph.ty(*v).shape)
@@ -1046,7 +1021,7 @@ mod tests {
         let found = find_examples(here).expect("the bundled examples");
         assert!(found.join("mlp_small/model.onnx").is_file());
         let g = gemm_graph(4, 8, 2);
-        assert!(crate::ir::verify(&g).is_ok());
+        assert!(compiler::ir::verify(&g).is_ok());
         assert_eq!(g.ty(g.outputs[0]).shape, [4, 2]);
     }
 

@@ -1,10 +1,10 @@
-//! `tessera bench`: the performance regression suite ([`compiler::bench`]).
+//! `tessera bench`: the performance regression suite ([`tessera::bench`]).
 
 use super::compile::OptArgs;
 use super::{EXIT_ERRORS, EXIT_OK};
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use compiler::bench::{self, BenchReport, Size, Workload};
+use tessera::bench::{self, BenchReport, Size, Workload};
 use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -175,9 +175,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         size,
         options: args.opts.options(),
         ablate: args.ablate,
-        tune: args.tune.map(|secs| compiler::tune::Budget {
+        tune: args.tune.map(|secs| tessera::tune::Budget {
             time: std::time::Duration::from_secs_f64(secs.max(0.0)),
-            ..compiler::tune::Budget::default()
+            ..tessera::tune::Budget::default()
         }),
         max_bound_cycles: args.max_bound_cycles,
     };

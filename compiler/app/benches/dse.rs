@@ -3,7 +3,7 @@
 //! vliw-systolic variant. Evaluations per minute on N cores ≈ N × 60 s / the
 //! time printed (`tessera dse` prints the rate it reached too).
 //!
-//! `cargo bench -p compiler --bench dse`.
+//! `cargo bench -p tessera --bench dse`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::collections::BTreeMap;
@@ -12,13 +12,13 @@ use std::time::Duration;
 
 fn bench(c: &mut Criterion) {
     let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gpt2_block_small/model.onnx");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/gpt2_block_small/model.onnx");
     let mut g = compiler::onnx::import_file(&path).expect("example model");
     compiler::interp::fold_constants(&mut g);
-    let sweep = compiler::dse::Sweep {
+    let sweep = tessera::dse::Sweep {
         name: "bench".into(),
         base: "vliw-systolic".into(),
-        params: BTreeMap::from([("MXUS".to_owned(), compiler::dse::Values::List(vec![2]))]),
+        params: BTreeMap::from([("MXUS".to_owned(), tessera::dse::Values::List(vec![2]))]),
         constraints: Vec::new(),
         alternatives: Vec::new(),
     };
@@ -29,7 +29,7 @@ fn bench(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(5));
     group.bench_function("evaluate gpt2_block_small on vliw-systolic", |b| {
         b.iter(|| {
-            let r = compiler::dse::evaluate(&v, "gpt2_block_small", &g);
+            let r = tessera::dse::evaluate(&v, "gpt2_block_small", &g);
             assert_eq!(r.status, "ok");
             r
         });

@@ -9,7 +9,7 @@ use compiler::lower::Compiled;
 use compiler::lower::mapping::Mappings;
 use compiler::run::{RegionRun, RunError, RunResult};
 use compiler::timing::PassTimes;
-use compiler::tune::TuneReport;
+use tessera::tune::TuneReport;
 use isa_specs::Machine;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -68,11 +68,11 @@ impl TuneArgs {
         opts: compiler::lower::Options,
     ) -> anyhow::Result<Result<(Compiled, Option<TuneReport>), compiler::lower::LowerError>> {
         if self.tune {
-            let budget = compiler::tune::Budget {
+            let budget = tessera::tune::Budget {
                 time: std::time::Duration::from_secs_f64(self.tune_budget.max(0.0)),
                 candidates: self.tune_candidates,
             };
-            return Ok(compiler::tune::tune(t, m, g, opts, budget).map(|(c, r)| (c, Some(r))));
+            return Ok(tessera::tune::tune(t, m, g, opts, budget).map(|(c, r)| (c, Some(r))));
         }
         let mappings = match &self.mapping {
             Some(path) => {
@@ -751,22 +751,22 @@ fn write_roofline(
     cycles: u64,
     regions: &[RegionRun],
 ) -> anyhow::Result<()> {
-    let model = compiler::roofline::Point {
+    let model = tessera::roofline::Point {
         label: "whole model".to_owned(),
         macs: c.macs,
         home_bytes: c.min_home_bytes,
         cycles,
     };
-    let points: Vec<compiler::roofline::Point> = regions
+    let points: Vec<tessera::roofline::Point> = regions
         .iter()
-        .map(|x| compiler::roofline::Point {
+        .map(|x| tessera::roofline::Point {
             label: x.region.clone(),
             macs: x.macs,
             home_bytes: x.home_bytes,
             cycles: x.span_cycles,
         })
         .collect();
-    let svg = compiler::roofline::svg(title, m, &model, &points)
+    let svg = tessera::roofline::svg(title, m, &model, &points)
         .map_err(|e| anyhow::anyhow!("roofline plot: {e}"))?;
     std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
 }
@@ -892,10 +892,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The demo model (bundled in the binary) and its onnxruntime test data.
-const DEMO_MODEL: &[u8] = include_bytes!("../../../examples/mlp_medium/model.onnx");
-const DEMO_INPUT: &[u8] = include_bytes!("../../../examples/mlp_medium/test_data_set_0/input_0.pb");
+const DEMO_MODEL: &[u8] = include_bytes!("../../../../examples/mlp_medium/model.onnx");
+const DEMO_INPUT: &[u8] = include_bytes!("../../../../examples/mlp_medium/test_data_set_0/input_0.pb");
 const DEMO_OUTPUT: &[u8] =
-    include_bytes!("../../../examples/mlp_medium/test_data_set_0/output_0.pb");
+    include_bytes!("../../../../examples/mlp_medium/test_data_set_0/output_0.pb");
 
 /// `tessera demo`.
 pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {

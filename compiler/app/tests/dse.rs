@@ -4,7 +4,7 @@
 
 mod cli_util;
 use cli_util::{root, tessera};
-use compiler::dse::{Results, Sweep, Values};
+use tessera::dse::{Results, Sweep, Values};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

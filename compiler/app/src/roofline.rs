@@ -25,27 +25,9 @@ pub struct Point {
     pub cycles: u64,
 }
 
-/// The peak MACs per cycle (every unit, every copy) and the home memory's
-/// bandwidth (bytes per cycle, at least 1) of `m`: the two roofs of the
-/// bound ([`crate::lower::Roofline`]).
-pub fn roof(m: &Machine) -> (i64, u64) {
-    let peak: i64 = m
-        .units
-        .iter()
-        .map(|u| u.macs_per_cycle.value * u.count.value.max(1))
-        .sum();
-    let bw = m
-        .memories
-        .iter()
-        .filter(|x| x.kind.off_chip())
-        .max_by_key(|x| x.size.value)
-        .map_or(1, |x| x.bandwidth.value.max(1));
-    (peak, bw as u64)
-}
-
 /// The roofline plot of `model` (its first point) and its regions on `m`, as SVG text.
 pub fn svg(title: &str, m: &Machine, model: &Point, regions: &[Point]) -> Result<String, String> {
-    let (peak, bw) = roof(m);
+    let (peak, bw) = compiler::lower::roof(m);
     let (peak, bw) = (peak.max(1) as f64, bw as f64);
     let shown: Vec<&Point> = std::iter::once(model)
         .chain(regions)

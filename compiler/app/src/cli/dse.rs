@@ -1,8 +1,8 @@
-//! `tessera dse`: design-space exploration over hardware variants ([`compiler::dse`]).
+//! `tessera dse`: design-space exploration over hardware variants ([`tessera::dse`]).
 
 use super::{EXIT_ERRORS, EXIT_OK};
 use clap::{Args, Subcommand, ValueEnum};
-use compiler::dse::{self, Objective, Record, Results, Sweep};
+use tessera::dse::{self, Objective, Record, Results, Sweep};
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -4,7 +4,7 @@
 //!
 //! The compiler's own choice is compiled and timed first. Then, round by
 //! round, every product takes its next-best mapping by estimate (from its
-//! tuning space, [`crate::lower::mapping`]); the whole model is compiled and
+//! tuning space, [`compiler::lower::mapping`]); the whole model is compiled and
 //! timed, and each product keeps the mapping under which its own region took
 //! the fewest cycles. Rounds stop when the candidates run out or the
 //! time budget is spent. The combination is compiled once more and kept only
@@ -12,10 +12,10 @@
 //! interact through buffers and the schedule), so tuning never makes a model
 //! slower.
 
-use crate::ir::Graph;
-use crate::lower::mapping::{Mapping, Mappings};
-use crate::lower::{self, Compiled, LowerError, Options};
-use crate::run;
+use compiler::ir::Graph;
+use compiler::lower::mapping::{Mapping, Mappings};
+use compiler::lower::{self, Compiled, LowerError, Options};
+use compiler::run;
 use isa_specs::Machine;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

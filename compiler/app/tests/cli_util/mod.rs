@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// Runs `tessera` with `args` in the workspace root.

@@ -731,7 +731,7 @@ fn demo_runs_with_no_arguments() {
 #[test]
 fn a_reader_that_stops_early_ends_the_command_quietly() {
     // `tessera compile … --emit asm | head`: far more output than a pipe holds.
-    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mlp_medium/model.onnx");
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mlp_medium/model.onnx");
     let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args([
             "compile",

@@ -14,9 +14,9 @@
 //! the reports are made from the lines alone, sorted, so a merge gives
 //! exactly the report of a single run ([`report`]).
 
-use crate::ir::Graph;
-use crate::lower;
-use crate::run;
+use compiler::ir::Graph;
+use compiler::lower;
+use compiler::run;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
