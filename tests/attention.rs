@@ -173,7 +173,7 @@ fn probabilities_used_elsewhere_are_not_fused() {
 fn recogniser_finds_the_pattern_and_its_inner_values() {
     // On a graph already in the lowering's form (row results widened by ones).
     let g = sdpa(4, 8, false, false);
-    let found = compiler::lower::fuse::attention(&g);
+    let found = compiler::passes::fuse::attention(&g);
     assert_eq!(found.len(), 1);
     let a = &found[0];
     let name = |k: usize| g.nodes[k].name.clone();
@@ -200,7 +200,7 @@ fn recogniser_finds_the_pattern_and_its_inner_values() {
             n.op = Op::Unary(Unary::Tanh);
         }
     }
-    assert!(compiler::lower::fuse::attention(&h).is_empty());
+    assert!(compiler::passes::fuse::attention(&h).is_empty());
 }
 
 /// The softmax's row group takes the scores' (scaled) causal mask from

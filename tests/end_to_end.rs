@@ -188,7 +188,7 @@ fn a_graph_the_lowering_cannot_take_is_refused_with_the_node_named() {
     g.outputs.push(y);
     for t in targets::all() {
         let e = compiler::lower::compile(t, t.machine(), &g).expect_err("refused");
-        assert_eq!(e.node.as_deref(), Some("odd_axes"), "{}: {e}", t.name());
+        assert_eq!(e.node(), Some("odd_axes"), "{}: {e}", t.name());
         assert!(e.to_string().contains("only the last dimensions"), "{e}");
     }
 }
@@ -205,7 +205,7 @@ fn a_target_lacking_a_function_says_which() {
     g.outputs.push(y);
     let t = targets::by_name("systolic-os").expect("shipped");
     let e = compiler::lower::compile(t, t.machine(), &g).expect_err("systolic-os has no exp");
-    assert_eq!(e.node.as_deref(), Some("soft"));
+    assert_eq!(e.node(), Some("soft"));
     assert!(
         e.to_string().contains("the target lacks `d = exp(a)`"),
         "{e}"

@@ -89,10 +89,9 @@ fn all_lines() -> String {
     for (w, _) in workloads.iter().enumerate() {
         for t in targets::all() {
             jobs.push((w, t, "all".to_owned(), Options::default()));
-            for (name, off) in tessera::bench::SWITCHES {
-                let mut o = Options::default();
-                off(&mut o);
-                jobs.push((w, t, format!("no_{name}"), o));
+            for i in compiler::lower::OPTIONS {
+                let o = Options::default().without(i.opt);
+                jobs.push((w, t, format!("no_{}", i.name), o));
             }
         }
     }

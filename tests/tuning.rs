@@ -144,8 +144,8 @@ fn mappings_the_machine_cannot_take_are_refused_with_the_reason() {
         ..s.chosen.clone()
     };
     let e = compile(&given(&m.name, &s.node, big));
-    assert_eq!(e.node.as_deref(), Some(s.node.as_str()));
-    assert!(e.message.contains("cannot be used"), "{e}");
+    assert_eq!(e.node(), Some(s.node.as_str()));
+    assert!(e.message().contains("cannot be used"), "{e}");
     // An instruction that is not a contraction.
     let e = compile(&given(
         &m.name,
@@ -156,16 +156,16 @@ fn mappings_the_machine_cannot_take_are_refused_with_the_reason() {
         },
     ));
     assert!(
-        e.message
+        e.message()
             .contains("`vadd` is not a contraction instruction usable"),
         "{e}"
     );
     // A node that is not a product of the model.
     let e = compile(&given(&m.name, "no.such.node", s.chosen.clone()));
-    assert!(e.message.contains("`no.such.node`"), "{e}");
+    assert!(e.message().contains("`no.such.node`"), "{e}");
     // Mappings chosen for another machine.
     let e = compile(&given("simd-dsp", &s.node, s.chosen.clone()));
-    assert!(e.message.contains("chosen for `simd-dsp`"), "{e}");
+    assert!(e.message().contains("chosen for `simd-dsp`"), "{e}");
     // Malformed JSON is located.
     let e = Mappings::from_json("{\"mappings\": {\"x\": {\"inst\": 3}}}").expect_err("bad");
     assert!(e.contains("line 1"), "{e}");

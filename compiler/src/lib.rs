@@ -2,7 +2,8 @@
 //!
 //! The graph IR (`ir`) with its op rules and verifier; the ONNX importer
 //! (`onnx`); the reference interpreter (`interp`), the correctness oracle;
-//! the lowering pipeline (`lower`: layout, fusion, tiling, instruction
+//! graph passes before lowering (`passes`: canonicalisation, fusion
+//! decisions); the lowering pipeline (`lower`: layout, fusion, tiling, instruction
 //! selection by semantics, data movement) and the back-end passes it drives,
 //! each with an independent checker (`memplan`, `regalloc`, `sched`); and
 //! `run`, which compiles, simulates and compares with the oracle (and
@@ -17,6 +18,7 @@ pub mod ir;
 pub mod lower;
 pub mod memplan;
 pub mod onnx;
+pub mod passes;
 pub mod regalloc;
 pub mod run;
 pub mod sched;

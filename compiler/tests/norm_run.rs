@@ -124,8 +124,8 @@ fn a_missing_function_in_a_fused_region_names_the_node_that_needs_it() {
     let g = model(node, &[4, 40], vec![]);
     let t = targets::by_name("systolic-os").expect("shipped");
     let e = compiler::lower::compile(t, t.machine(), &g).expect_err("no exp");
-    assert_eq!(e.node.as_deref(), Some("s/exp"), "{e}");
-    assert_eq!(e.op.as_deref(), Some("Exp"), "{e}");
+    assert_eq!(e.node(), Some("s/exp"), "{e}");
+    assert_eq!(e.op(), Some("Exp"), "{e}");
 }
 
 /// Runs `g` on `target` (its parameters overridden by `set`) with `opts`;

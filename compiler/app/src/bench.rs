@@ -6,7 +6,7 @@
 //! ([`compiler::run::run_with`]). Each pair gives a [`PairResult`]: simulated
 //! cycles, the roofline bound and the efficiency, compile and simulator
 //! time, instruction and bundle counts, and — with ablation — the cycles with
-//! each optimisation of [`SWITCHES`] turned off over the cycles with all on.
+//! each optimisation of [`lower::OPTIONS`] turned off over the cycles with all on.
 //! A [`BenchReport`] is written as JSON; [`compare`] sets two of them side by
 //! side and flags cycle regressions.
 
@@ -24,37 +24,6 @@ pub const JSON_VERSION: u32 = 1;
 
 /// More cycles than the old run by more than this fraction is a regression.
 pub const REGRESSION_THRESHOLD: f64 = 0.01;
-
-/// An optimisation that ablation can turn off: its name (the key of
-/// [`PairResult::ablation`]) and how to switch it off.
-pub type Switch = (&'static str, fn(&mut Options));
-
-/// The optimisations ablation turns off, one at a time. A new field of
-/// [`Options`] needs one line here.
-pub const SWITCHES: &[Switch] = &[
-    ("fuse_attention", |o| o.fuse_attention = false),
-    ("operand_reuse", |o| o.operand_reuse = false),
-    ("stage_runs", |o| o.stage_runs = false),
-    ("band_runs", |o| o.band_runs = false),
-    ("pipeline_tiles", |o| o.pipeline_tiles = false),
-    ("spread_buffers", |o| o.spread_buffers = false),
-    ("overlap_transfers", |o| o.overlap_transfers = false),
-    ("order_search", |o| o.order_search = false),
-    ("spread_transfers", |o| o.spread_transfers = false),
-    ("residency", |o| o.residency = false),
-    ("broadcast_rows", |o| o.broadcast_rows = false),
-    ("vector_gemv", |o| o.vector_gemv = false),
-    ("fuse_rows", |o| o.fuse_rows = false),
-    ("layout_fusion", |o| o.layout_fusion = false),
-    ("column_chunks", |o| o.column_chunks = false),
-    ("dense_joins", |o| o.dense_joins = false),
-    ("reader_order", |o| o.reader_order = false),
-    ("reverse_priorities", |o| o.reverse_priorities = false),
-    ("finish_chains", |o| o.finish_chains = false),
-    ("skip_masked", |o| o.skip_masked = false),
-    ("mask_by_position", |o| o.mask_by_position = false),
-    ("split_last_rows", |o| o.split_last_rows = false),
-];
 
 /// Which set of workloads to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,7 +275,7 @@ pub struct PairResult {
     /// Why the pair is refused, mismatched or skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Per optimisation of [`SWITCHES`] (with `--ablate`): cycles with it
+    /// Per optimisation of [`lower::OPTIONS`] (with `--ablate`): cycles with it
     /// off over cycles with it on; `null` when the run with it off did not
     /// complete (see `notes`).
     #[serde(default)]
@@ -383,7 +352,7 @@ fn ms(since: Instant) -> f64 {
 }
 
 /// Runs one workload on one target with the options `opts`; with `ablate`,
-/// again with each optimisation of [`SWITCHES`] that `opts` has on turned off.
+/// again with each optimisation of [`lower::OPTIONS`] that `opts` has on turned off.
 ///
 /// Compile time is `lower::compile_with` timed alone; simulator time is the
 /// functional simulation of that program timed alone; cycles, counts and the
@@ -505,9 +474,9 @@ pub fn run_pair(
         }
     }
     if ablate {
-        for (switch, off) in SWITCHES {
-            let mut o = opts;
-            off(&mut o);
+        for info in lower::OPTIONS {
+            let switch = info.name;
+            let o = opts.without(info.opt);
             if o == opts {
                 continue;
             }
@@ -591,7 +560,7 @@ pub struct Settings {
     pub size: Size,
     /// The lowering options.
     pub options: Options,
-    /// Also run with each optimisation of [`SWITCHES`] off.
+    /// Also run with each optimisation of [`lower::OPTIONS`] off.
     pub ablate: bool,
     /// Also tune each pair's mappings ([`crate::tune`]) within this budget.
     pub tune: Option<crate::tune::Budget>,
@@ -722,9 +691,9 @@ pub fn format_ms(x: f64) -> String {
 
 /// The human table of a report: a row per pair, then every error and note.
 pub fn human(report: &BenchReport) -> String {
-    let switches: Vec<&str> = SWITCHES
+    let switches: Vec<&str> = lower::OPTIONS
         .iter()
-        .map(|(n, _)| *n)
+        .map(|i| i.name)
         .filter(|n| report.results.iter().any(|r| r.ablation.contains_key(*n)))
         .collect();
     let mut header = vec![
@@ -1038,14 +1007,5 @@ mod tests {
             skip_reason(&onnx, t, 0).is_none(),
             "models are never skipped"
         );
-    }
-
-    #[test]
-    fn every_switch_turns_something_off() {
-        for (name, off) in SWITCHES {
-            let mut o = Options::default();
-            off(&mut o);
-            assert_ne!(o, Options::default(), "{name}");
-        }
     }
 }

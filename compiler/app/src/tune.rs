@@ -173,7 +173,7 @@ pub fn tune(
                 Ok(c) => break product_cycles(t, m, &c).ok(),
                 Err(e) => {
                     failed += 1;
-                    match e.node.and_then(|n| trial.mappings.remove(&n)) {
+                    match e.node().and_then(|n| trial.mappings.remove(n)) {
                         Some(_) if !trial.mappings.is_empty() => continue,
                         _ => break None,
                     }
@@ -235,9 +235,5 @@ pub fn tune(
 }
 
 fn lower_err(message: String) -> LowerError {
-    LowerError {
-        node: None,
-        op: None,
-        message: format!("timing simulation while tuning: {message}"),
-    }
+    LowerError::from(format!("timing simulation while tuning: {message}"))
 }

@@ -18,10 +18,6 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ValueId(pub u32);
 
-/// A node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NodeId(pub u32);
-
 impl ValueId {
     /// The id as an index.
     pub fn index(self) -> usize {
@@ -29,11 +25,13 @@ impl ValueId {
     }
 }
 
-impl NodeId {
-    /// The id as an index.
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
+/// Whether a permutation swaps the last two dimensions and keeps the others.
+pub fn swaps_last_two(perm: &[usize]) -> bool {
+    let r = perm.len();
+    r >= 2
+        && perm[..r - 2].iter().enumerate().all(|(i, p)| i == *p)
+        && perm[r - 2] == r - 1
+        && perm[r - 1] == r - 2
 }
 
 /// Element types of model tensors.

@@ -38,10 +38,6 @@ fn row_indices(shape: &[usize]) -> Vec<Vec<i64>> {
     out
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a.max(1) } else { gcd(b, a % b) }
-}
-
 /// Instructions beyond which a block of rows from home is not transferred
 /// straight into its destination ([`Lowerer::load_rows_into`]).
 const DIRECT_MOST: usize = 8;
@@ -160,7 +156,7 @@ impl Lowerer<'_> {
             .collect();
         let dst = self.home_of(out)?;
         let w = *os.last().unwrap_or(&1) as i64;
-        if let Some(sl) = self.sliced.get(&x).cloned() {
+        if let Some(sl) = self.layout.sliced.get(&x).cloned() {
             // A slice of columns not lowered: its input as rows of `w`
             // where its rows are dense; else the slice is copied now.
             let whole = self.home_of(sl.input)?;
@@ -198,7 +194,7 @@ impl Lowerer<'_> {
         if src.rows * c == 0 {
             return Ok(());
         }
-        let run = gcd(c, c2);
+        let run = super::machine::gcd(c, c2).max(1);
         let mut groups: std::collections::BTreeMap<(i64, i64), Vec<(i64, i64)>> =
             Default::default();
         for r in 0..src.rows {
@@ -238,7 +234,7 @@ impl Lowerer<'_> {
             dst.dtype,
             std::iter::repeat_n(fill, (dst.rows * dst.pitch) as usize),
         );
-        self.data.push(isa_specs::program::DataSegment {
+        self.pool.data.push(isa_specs::program::DataSegment {
             memory: self.e.m.memories[self.home_mem().index()].name.clone(),
             addr: dst.addr()?,
             bytes,
@@ -319,7 +315,7 @@ impl Lowerer<'_> {
     }
 
     fn home_of(&self, v: crate::ir::ValueId) -> Result<Home, LowerError> {
-        self.homes.get(&v).cloned().ok_or_else(|| {
+        self.layout.homes.get(&v).cloned().ok_or_else(|| {
             err(format!(
                 "`{}` has no place at home",
                 self.g.values[v.index()].name

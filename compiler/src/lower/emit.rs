@@ -3,6 +3,7 @@
 //! the generated patterns; tiles and their movement between places.
 
 use super::machine::{Info, Loc, Place};
+pub use super::types::Pad;
 use crate::regalloc::{VInst, VOperand};
 use isa_specs::Machine;
 use isa_specs::model::{AssignOp, DType, InstId, MemId, OperandKind, RegFileId, SemExpr, Stmt};
@@ -123,17 +124,6 @@ impl Val {
     }
 }
 
-/// How a fresh on-chip buffer lays out its rows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Pad {
-    /// Rows back to back (what dense operands and the on-chip side of DMA need).
-    Dense,
-    /// Rows and pitch rounded up to whole registers (fixed-width loads and stores).
-    Registers,
-    /// As `Registers`, and every row starting aligned (strided operands written block by block).
-    Aligned,
-}
-
 /// An on-chip buffer to be placed by the memory planner.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BufInfo {
@@ -251,7 +241,7 @@ pub struct Emitter<'a> {
     generation: u64,
     /// Instruction forms of element-wise operations, found once.
     pub ew_cache:
-        std::cell::RefCell<std::collections::HashMap<super::ops::Ew, Vec<super::ops::EwForm>>>,
+        std::cell::RefCell<std::collections::HashMap<super::types::Ew, Vec<super::types::EwForm>>>,
     /// Operand derivations of selected instructions, per tile shape.
     finish_cache: std::cell::RefCell<select::FinishCache>,
 }

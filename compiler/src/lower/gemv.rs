@@ -171,7 +171,7 @@ impl Lowerer<'_> {
     ) -> Result<bool, LowerError> {
         let g = self.g;
         // The epilogue's constant rows are staged anew for this region.
-        self.staged_rows.clear();
+        self.cache.staged_rows.clear();
         let (a, b) = (root.inputs[0], root.inputs[1]);
         let (sa, sb) = (g.ty(a).shape.clone(), g.ty(b).shape.clone());
         let constant = g.constants.contains_key(&b);
@@ -210,7 +210,7 @@ impl Lowerer<'_> {
         // Constant weights in bf16 where they load into the registers
         // widened, else in the activation type; a computed `b` as it is.
         let wdt = if constant {
-            [DType::Bf16, self.act]
+            [DType::Bf16, self.layout.act]
                 .into_iter()
                 .find(|&dt| {
                     self.landing_of(dt)
@@ -218,15 +218,15 @@ impl Lowerer<'_> {
                 })
                 .ok_or_else(|| err("the weights cannot reach the vector registers"))?
         } else {
-            self.act
+            self.layout.act
         };
-        let xland = self.landing_of(self.act)?;
+        let xland = self.landing_of(self.layout.act)?;
         let wland = self.landing_of(wdt)?;
         let (Place::Mem(xm), Place::Mem(wm)) = (xland.place, wland.place) else {
             return Ok(false);
         };
         let home_of = |l: &Self, v: ValueId| {
-            l.homes
+            l.layout.homes
                 .get(&v)
                 .cloned()
                 .ok_or_else(|| err("operand without a home"))
@@ -441,7 +441,7 @@ impl Lowerer<'_> {
                 continue;
             };
             let r = perm.len();
-            let swaps_last_two = super::transpose::swaps_last_two(perm);
+            let swaps_last_two = crate::ir::swaps_last_two(perm);
             let kt = t.outputs[0];
             if !swaps_last_two || g.constants.contains_key(&t.inputs[0]) || g.outputs.contains(&kt)
             {
@@ -482,7 +482,7 @@ impl Lowerer<'_> {
         k_value: ValueId,
     ) -> Result<(), LowerError> {
         let g = self.g;
-        self.staged_rows.clear();
+        self.cache.staged_rows.clear();
         let a = root.inputs[0];
         let sa = g.ty(a).shape.clone();
         let sk = g.ty(k_value).shape.clone();
@@ -501,12 +501,12 @@ impl Lowerer<'_> {
             .into_iter()
             .find(|f| f.src.place == Place::Reg(file) && f.dst.place == Place::Reg(file))
             .ok_or_else(|| err("no row sum in the register file"))?;
-        let land = self.landing_of(self.act)?;
+        let land = self.landing_of(self.layout.act)?;
         let Place::Mem(lm) = land.place else {
             return Err(err("tiles from home land in no memory"));
         };
         let home_of = |l: &Self, v: ValueId| {
-            l.homes
+            l.layout.homes
                 .get(&v)
                 .cloned()
                 .ok_or_else(|| err("operand without a home"))

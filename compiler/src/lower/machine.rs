@@ -5,27 +5,11 @@
 
 use isa_specs::Machine;
 use isa_specs::model::{
-    Access, Action, AssignOp, DType, InstId, MemId, OperandKind, RegFileId, SemExpr, Stmt,
+    Access, Action, AssignOp, DType, InstId, MemId, OperandKind, SemExpr, Stmt,
 };
 use std::collections::{BTreeSet, BinaryHeap};
 
-/// Where a tile can be: a memory or a register file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Place {
-    /// A memory.
-    Mem(MemId),
-    /// A register file.
-    Reg(RegFileId),
-}
-
-/// A place and the element type held there.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Loc {
-    /// Where.
-    pub place: Place,
-    /// In which element type.
-    pub dtype: DType,
-}
+pub use super::types::{Loc, Place};
 
 /// An instruction that copies a tile from one place to another, element for
 /// element, possibly converting the element type: `d[i, j] = src[i, j]` or
@@ -59,11 +43,11 @@ impl Copy {
     }
 
     /// How a buffer this copy reads from must be laid out.
-    pub fn pad(&self) -> super::emit::Pad {
+    pub fn pad(&self) -> super::types::Pad {
         if self.needs_padding() {
-            super::emit::Pad::Registers
+            super::types::Pad::Registers
         } else {
-            super::emit::Pad::Dense
+            super::types::Pad::Dense
         }
     }
 }
@@ -144,7 +128,7 @@ pub fn operand_loc(m: &Machine, inst: InstId, operand: usize) -> Option<Loc> {
     }
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
+pub fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a.abs() } else { gcd(b, a % b) }
 }
 

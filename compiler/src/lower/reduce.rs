@@ -17,7 +17,7 @@
 use super::emit::{MemTile, Pad, RegTile, Val};
 use super::machine::{Loc, Place, operand_loc};
 use super::ops::{self, Ew, Step};
-use super::{LowerError, Lowerer, err};
+use super::{LowerError, Lowerer, PackKey, err};
 use crate::ir::{Node, ReduceKind};
 use isa_specs::model::{AssignOp, DType, IndexId, InstId, ReduceOp};
 use isa_specs::select::{TileAccess, TileExpr, TileOp, TilePlace, TileTensor};
@@ -172,12 +172,12 @@ impl Lowerer<'_> {
             ));
         }
         let xh = self
-            .homes
+            .layout.homes
             .get(&x)
             .cloned()
             .ok_or_else(|| err("operand without a home"))?;
         let oh = self
-            .homes
+            .layout.homes
             .get(&out)
             .cloned()
             .ok_or_else(|| err("output without a home"))?;
@@ -213,17 +213,20 @@ impl Lowerer<'_> {
         };
         let fs = forms(&self.e, kind);
         if fs.is_empty() {
+            let op = match reduce_op(kind) {
+                ReduceOp::Sum => "sum",
+                ReduceOp::Max => "max",
+                _ => "min",
+            };
             return Err(Self::node_err(
                 n,
-                format!(
-                    "cannot compile: the target lacks a {} reduction (`d[i] = {}(k) a[i, k]` or a register form)",
-                    kind.name(),
-                    match reduce_op(kind) {
-                        ReduceOp::Sum => "sum",
-                        ReduceOp::Max => "max",
-                        _ => "min",
-                    }
-                ),
+                LowerError::MissingOperation {
+                    semantics: format!("d[i] = {op}(k) a[i, k]"),
+                    message: format!(
+                        "cannot compile: the target lacks a {} reduction (`d[i] = {op}(k) a[i, k]` or a register form)",
+                        kind.name(),
+                    ),
+                },
             ));
         }
         if cols == 0 {
@@ -238,7 +241,7 @@ impl Lowerer<'_> {
                 dst.dtype,
                 std::iter::repeat_n(v, (rows * dst.pitch) as usize),
             );
-            self.data.push(isa_specs::program::DataSegment {
+            self.pool.data.push(isa_specs::program::DataSegment {
                 memory: self.e.m.memories[self.home_mem().index()].name.clone(),
                 addr: dst.addr()?,
                 bytes,
@@ -255,7 +258,7 @@ impl Lowerer<'_> {
                     last = format!(
                         "`{}`: {}",
                         self.e.m.instructions[f.inst.index()].name,
-                        e.message
+                        e.message()
                     );
                 }
             }
@@ -690,27 +693,27 @@ impl Lowerer<'_> {
 
     /// A `rows` x 1 column of `k` at home (constant data, cached).
     fn constant_column(&mut self, k: f64, rows: i64) -> Result<MemTile, LowerError> {
-        let key = (crate::ir::ValueId(u32::MAX), format!("column:{k}:{rows}"));
-        if let Some(t) = self.packed.get(&key) {
+        let key = PackKey::Column {
+            bits: k.to_bits(),
+            rows,
+        };
+        if let Some(t) = self.pool.packed.get(&key) {
             return Ok(t.clone());
         }
-        let dt = self.act;
+        let dt = self.layout.act;
         let h = self.padded(&vec![k; rows as usize], rows, 1, dt);
         let t = h.tile(0, 0, rows, 1);
-        self.packed.insert(key, t.clone());
+        self.pool.packed.insert(key, t.clone());
         Ok(t)
     }
 
     /// A `rows` x `cols` block of the reduction's identity at home (cached).
     fn identity_block(&mut self, kind: ReduceKind, rows: i64, cols: i64) -> MemTile {
-        let key = (
-            crate::ir::ValueId(u32::MAX),
-            format!("identity:{kind:?}:{rows}x{cols}"),
-        );
-        if let Some(t) = self.packed.get(&key) {
+        let key = PackKey::Identity { kind, rows, cols };
+        if let Some(t) = self.pool.packed.get(&key) {
             return t.clone();
         }
-        let dt = self.act;
+        let dt = self.layout.act;
         let h = self.padded(
             &vec![identity(kind); (rows * cols) as usize],
             rows,
@@ -718,7 +721,7 @@ impl Lowerer<'_> {
             dt,
         );
         let t = h.tile(0, 0, rows, cols);
-        self.packed.insert(key, t.clone());
+        self.pool.packed.insert(key, t.clone());
         t
     }
 

@@ -16,14 +16,14 @@ impl Lowerer<'_> {
     ) -> Result<(), LowerError> {
         let g = self.g;
         let rank = perm.len();
-        let swaps_last_two = swaps_last_two(perm);
+        let swaps_last_two = crate::ir::swaps_last_two(perm);
         let (x, y) = (n.inputs[0], n.outputs[0]);
         let (xin, yout) = (
-            self.homes
+            self.layout.homes
                 .get(&x)
                 .cloned()
                 .ok_or_else(|| err("input without a home"))?,
-            self.homes
+            self.layout.homes
                 .get(&y)
                 .cloned()
                 .ok_or_else(|| err("output without a home"))?,
@@ -147,20 +147,24 @@ impl Lowerer<'_> {
         c: i64,
     ) -> Result<(), LowerError> {
         let lacks = "cannot compile: the target lacks a transposing copy `d[j, i] = a[i, j]`";
+        let missing = |message: String| LowerError::MissingOperation {
+            semantics: "d[j, i] = a[i, j]".to_owned(),
+            message,
+        };
         let land = self
             .landing_of(xin.dtype)
-            .map_err(|_| Self::node_err(n, lacks))?;
+            .map_err(|_| Self::node_err(n, missing(lacks.to_owned())))?;
         let Place::Mem(lm) = land.place else {
-            return Err(Self::node_err(n, lacks));
+            return Err(Self::node_err(n, missing(lacks.to_owned())));
         };
         let Some(mv) = super::scalar::moves_near(self.info, self.e.m, lm, land.dtype) else {
             return Err(Self::node_err(
                 n,
-                format!(
+                missing(format!(
                     "{lacks}, and scalar loads and stores of {} in `{}`",
                     land.dtype.name(),
                     self.e.m.memories[lm.index()].name
-                ),
+                )),
             ));
         };
         // Tiles go where the scalar moves are.
@@ -261,13 +265,4 @@ impl Lowerer<'_> {
             vec![dr, sr],
         )
     }
-}
-
-/// Whether `perm` swaps the last two dimensions and keeps the others.
-pub(super) fn swaps_last_two(perm: &[usize]) -> bool {
-    let r = perm.len();
-    r >= 2
-        && perm[..r - 2].iter().enumerate().all(|(i, p)| i == *p)
-        && perm[r - 2] == r - 1
-        && perm[r - 1] == r - 2
 }

@@ -138,149 +138,51 @@ fn tune_text(r: &TuneReport) -> String {
     s
 }
 
-/// Optimisations that can be switched off, to measure what each buys.
-#[derive(Debug, Args, Clone, Copy)]
+/// Optimisations that can be switched off, to measure what each buys: one
+/// `--no-*` flag per row of [`compiler::lower::OPTIONS`].
+#[derive(Debug, Clone, Copy, Default)]
 pub struct OptArgs {
-    /// Do not fuse attention into one region with its intermediates kept on
-    /// chip (scores, softmax steps and probabilities then go through the
-    /// home memory between the steps).
-    #[arg(long)]
-    no_fuse_attention: bool,
-    /// Load a matrix product's A operand again for every output tile instead
-    /// of reusing the run staged (and converted) on chip for the tile before.
-    #[arg(long)]
-    no_operand_reuse: bool,
-    /// Bring a product's operand on chip one reduction step at a time where
-    /// the instruction reads it from memory, instead of a whole run at once.
-    #[arg(long)]
-    no_stage_runs: bool,
-    /// Bring a staged run on chip whole, with one wait before its first
-    /// reduction step, instead of in growing bands each waited for alone;
-    /// and a row group's rows in bands of one size from the first.
-    #[arg(long)]
-    no_band_runs: bool,
-    /// Finish each output tile (epilogue and store) before computing the next,
-    /// instead of computing the next tiles' products first; and let regions
-    /// and consecutive blocks of rows of a row group take registers anywhere
-    /// in the file, instead of the other half (or quarter) than the region
-    /// or block before (so one need not wait for the registers the last
-    /// instructions of the other read).
-    #[arg(long)]
-    no_pipeline_tiles: bool,
-    /// Let on-chip buffers share bytes as soon as their lifetimes end, even
-    /// where the memory has room to keep neighbours apart.
-    #[arg(long)]
-    no_spread_buffers: bool,
-    /// Schedule nothing above an asynchronous transfer (no overlap of the
-    /// code after a transfer with it).
-    #[arg(long)]
-    no_overlap_transfers: bool,
-    /// Visit a product's output tiles row block by row block only, instead of
-    /// also weighing column block by column block (weights kept on chip,
-    /// inputs streamed) in the tile search.
-    #[arg(long)]
-    no_order_search: bool,
-    /// Move a large transfer with one engine of an asynchronous unit instead
-    /// of one block of rows per engine.
-    #[arg(long)]
-    no_spread_transfers: bool,
-    /// Pass every value between regions through the home memory, instead of
-    /// keeping those that fit in on-chip memory from producer to last reader.
-    #[arg(long)]
-    no_residency: bool,
-    /// Widen a row result (softmax's maximum and sum, layer normalisation's
-    /// mean and scale) to its full row by a product with a row of ones,
-    /// instead of broadcasting it along the lanes in registers.
-    #[arg(long)]
-    no_broadcast_rows: bool,
-    /// Compute a product of one row (per batch) by a matrix on the matrix
-    /// unit instead of the vector unit.
-    #[arg(long)]
-    no_vector_gemv: bool,
-    /// Lower layer normalisations, softmaxes and GELUs one node (or chain)
-    /// at a time, each reading and writing memory, instead of as one region
-    /// per group that reads each row once and keeps the rest in registers.
-    #[arg(long)]
-    no_fuse_rows: bool,
-    /// Write values as they are computed (f32, in their own layout), and
-    /// convert or transpose them in separate passes, instead of in the type
-    /// and layout their matrix products read (bf16 operands, a product's
-    /// result in place of its transpose, a transposed B read as it is).
-    #[arg(long)]
-    no_layout_fusion: bool,
-    /// Compute a row group without reductions (GELU) row block by row block
-    /// across all its columns, instead of a column chunk at a time down all
-    /// the rows (which lets the product reading it start on the first
-    /// chunks).
-    #[arg(long)]
-    no_column_chunks: bool,
-    /// Keep a join (`Concat`) on chip in rows padded to whole registers,
-    /// its parts from home landing first and copied into it through the
-    /// registers, instead of in dense rows its parts are transferred into.
-    #[arg(long)]
-    no_dense_joins: bool,
-    /// Visit a product's column tiles left to right, instead of in the
-    /// order the nodes reading them are lowered (attention's keys and
-    /// values, copied into heads, before its queries, read in place).
-    #[arg(long)]
-    no_reader_order: bool,
-    /// Rank instructions for scheduling by the latency-weighted critical
-    /// path alone, instead of adding their distance from the end in a list
-    /// schedule of the reversed program under the machine's units and
-    /// memory bandwidth.
-    #[arg(long)]
-    no_reverse_priorities: bool,
-    /// Advance a unit's chains of accumulations (a GEMM's output tiles) in
-    /// critical-path order, all together, instead of finishing one per copy
-    /// of the unit before starting the next.
-    #[arg(long)]
-    no_finish_chains: bool,
-    /// Compute what a constant mask makes dead (a causal softmax's upper
-    /// triangle, the products making and reading it) instead of skipping it,
-    /// and leave attention's scale on the scores instead of moving it into
-    /// the query projection's epilogue (where the mask's kept chunks then
-    /// cost no operation).
-    #[arg(long)]
-    no_skip_masked: bool,
-    /// Load a causal mask's two constants and apply them by a multiply-add,
-    /// instead of masking by element position with the machine's
-    /// instruction for it (`vcausal` on vliw-systolic), which loads nothing
-    #[arg(long)]
-    no_mask_by_position: bool,
-    /// Compute a product's last block of rows whole, instead of in two
-    /// halves where that costs its unit no time (so fewer results are left
-    /// to drain and store at the end)
-    #[arg(long)]
-    no_split_last_rows: bool,
+    opts: compiler::lower::Options,
 }
 
 impl OptArgs {
     /// The lowering options these flags ask for.
     pub fn options(self) -> compiler::lower::Options {
-        compiler::lower::Options {
-            fuse_attention: !self.no_fuse_attention,
-            operand_reuse: !self.no_operand_reuse,
-            stage_runs: !self.no_stage_runs,
-            band_runs: !self.no_band_runs,
-            pipeline_tiles: !self.no_pipeline_tiles,
-            spread_buffers: !self.no_spread_buffers,
-            overlap_transfers: !self.no_overlap_transfers,
-            order_search: !self.no_order_search,
-            spread_transfers: !self.no_spread_transfers,
-            residency: !self.no_residency,
-            broadcast_rows: !self.no_broadcast_rows,
-            vector_gemv: !self.no_vector_gemv,
-            fuse_rows: !self.no_fuse_rows,
-            layout_fusion: !self.no_layout_fusion,
-            column_chunks: !self.no_column_chunks,
-            dense_joins: !self.no_dense_joins,
-            reader_order: !self.no_reader_order,
-            reverse_priorities: !self.no_reverse_priorities,
-            finish_chains: !self.no_finish_chains,
-            skip_masked: !self.no_skip_masked,
-            mask_by_position: !self.no_mask_by_position,
-            split_last_rows: !self.no_split_last_rows,
+        self.opts
+    }
+}
+
+impl clap::FromArgMatches for OptArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut a = OptArgs::default();
+        a.update_from_arg_matches(m)?;
+        Ok(a)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for i in compiler::lower::OPTIONS {
+            if m.get_flag(i.flag) {
+                self.opts.set(i.opt, false);
+            }
         }
+        Ok(())
+    }
+}
+
+impl clap::Args for OptArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        compiler::lower::OPTIONS.iter().fold(cmd, |cmd, i| {
+            cmd.arg(
+                clap::Arg::new(i.flag)
+                    .long(i.flag)
+                    .action(clap::ArgAction::SetTrue)
+                    .help(i.help),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
     }
 }
 

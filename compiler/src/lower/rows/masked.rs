@@ -23,14 +23,12 @@
 //! f32's smallest subnormal); a row with no unmasked element is computed
 //! whole. `--no-skip-masked` switches it off.
 
-use super::ops::Ew;
-use super::rows::{Arg, Calc, Plan, RowGroup};
+use super::plan::{Arg, Calc, Plan};
+use crate::lower::ops::Ew;
+pub use crate::lower::types::MASKED;
+use crate::passes::rowgroups::RowGroup;
 use crate::ir::{Graph, ReduceKind, ValueId};
 use isa_specs::model::{Func, RegFileId};
-
-/// A masked value: at most this (`-1e9`, the value GPT-2's masks use, or
-/// lower, down to `-inf`).
-pub const MASKED: f64 = -1e9;
 
 /// The most elements (a mask's period of rows times the row) analysed.
 const MOST: usize = 1 << 22;
@@ -83,7 +81,7 @@ pub struct Work {
 impl Work {
     /// The product's `Work`, if a mask makes any of it dead: result `out`,
     /// `A` = `a`, `m` rows per batch, `a_batch` its batches' first rows of `A`.
-    pub(super) fn of(
+    pub(crate) fn of(
         skips: &[Skip],
         out: ValueId,
         a: ValueId,
@@ -108,18 +106,18 @@ impl Work {
     /// and `Lowerer::matmul_tile` skip them).
     pub fn share(&self, (m, n, k): (i64, i64, i64), (tm, tn, tk): (i64, i64, i64)) -> (f64, f64) {
         let (mut tiles, mut steps, mut all_tiles, mut all_steps) = (0i64, 0i64, 0i64, 0i64);
-        let kt = super::machine::cdiv(k, tk.max(1));
+        let kt = crate::lower::machine::cdiv(k, tk.max(1));
         for &(o0, a0) in &self.rows {
             for r in (0..m).step_by(tm.max(1) as usize) {
                 let h = tm.min(m - r);
                 let run = self.a.as_ref().map_or(kt, |s| {
                     let need = s.need_rows(a0 + r, h).max(1);
-                    super::machine::cdiv(need, tk.max(1)).min(kt)
+                    crate::lower::machine::cdiv(need, tk.max(1)).min(kt)
                 });
-                let nt = super::machine::cdiv(n, tn.max(1));
+                let nt = crate::lower::machine::cdiv(n, tn.max(1));
                 // The column tiles starting before the columns the reader needs.
                 let read = self.out.as_ref().map_or(nt, |s| {
-                    super::machine::cdiv(s.need_rows(o0 + r, h).min(n), tn.max(1))
+                    crate::lower::machine::cdiv(s.need_rows(o0 + r, h).min(n), tn.max(1))
                 });
                 all_tiles += nt;
                 all_steps += nt * kt;
@@ -177,7 +175,7 @@ fn mul(a: Abs, b: Abs) -> Abs {
 
 /// The columns each block of `gr` rows of group `grp` must compute in `file`
 /// (chunks of `gc`), or None where nothing can be skipped.
-pub(super) fn skip(
+pub(crate) fn skip(
     g: &Graph,
     grp: &RowGroup,
     plan: &Plan,
@@ -336,14 +334,8 @@ pub(super) fn skip(
 }
 
 fn lcm(a: usize, b: usize) -> usize {
-    let gcd = |mut x: usize, mut y: usize| {
-        while y != 0 {
-            (x, y) = (y, x % y);
-        }
-        x
-    };
     if a == 0 || b == 0 {
         return a.max(b);
     }
-    a / gcd(a, b) * b
+    crate::lower::machine::lcm(a as i64, b as i64) as usize
 }

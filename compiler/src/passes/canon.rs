@@ -35,7 +35,7 @@
 //!   second term takes negative indices), `hotᵀ · table`. Other Gathers
 //!   are refused.
 
-use super::LowerError;
+use super::PassError;
 use crate::ir::{
     Graph, Node, Op, PoolKind, ReduceKind, Tensor, TensorType, Unary, ValueId, Window,
 };
@@ -48,20 +48,20 @@ pub struct Caps {
     /// Rounding to an integer (`d = round(a)`).
     pub round: bool,
     /// A row result is broadcast along the lanes in registers (a lane
-    /// broadcast, [`super::ops::broadcast_lanes`]) where it meets a computed
+    /// broadcast, [`crate::lower::ops::broadcast_lanes`]) where it meets a computed
     /// operand of the full width, instead of widened by a product first.
     pub lane_broadcast: bool,
     /// The columns of one register of the file row groups compute in, if
     /// any (a row wider than this has chunks a mask keeps whole).
     pub row_chunk: Option<usize>,
     /// That file masks by element position (a causal mask costs no load,
-    /// [`super::rows::MaskByPosition`]), so a mask of 0 and 1 saves its
+    /// `lower::rows::MaskByPosition`), so a mask of 0 and 1 saves its
     /// loads even where a row is one register wide.
     pub mask_by_position: bool,
 }
 
 /// The graph with the rewrites applied (unchanged when none applies).
-pub fn prepare(g: &Graph, caps: Caps) -> Result<Graph, LowerError> {
+pub fn prepare(g: &Graph, caps: Caps) -> Result<Graph, PassError> {
     let folded = fold_scale_shift(g);
     let g = &folded;
     let mut out = Graph {
@@ -72,9 +72,9 @@ pub fn prepare(g: &Graph, caps: Caps) -> Result<Graph, LowerError> {
         constants: g.constants.clone(),
     };
     for n in &g.nodes {
-        rewrite(g, &mut out, n, caps).map_err(|message| LowerError {
-            node: Some(n.name.clone()),
-            op: Some(n.op.name().to_owned()),
+        rewrite(g, &mut out, n, caps).map_err(|message| PassError {
+            node: n.name.clone(),
+            op: n.op.name().to_owned(),
             message,
         })?;
     }
@@ -442,7 +442,7 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
         Op::Transpose { perm }
             if perm.len() > 2
                 && perm[perm.len() - 1] != perm.len() - 1
-                && !swaps_last_two(perm) =>
+                && !crate::ir::swaps_last_two(perm) =>
         {
             let r = perm.len();
             let j = perm[r - 1];
@@ -724,15 +724,6 @@ fn gather(g: &mut Graph, n: &Node, axis: usize) -> Result<ValueId, String> {
     let flat = Tensor::new(ty(vec![dim, rest]), table.data.to_vec());
     let flat = g.add_constant(name("table"), flat);
     Ok(g.add_node(name("lookup"), Op::MatMul, vec![rows, flat])?[0])
-}
-
-/// Whether a permutation swaps the last two dimensions and keeps the others.
-fn swaps_last_two(perm: &[usize]) -> bool {
-    let r = perm.len();
-    r >= 2
-        && perm[..r - 2].iter().enumerate().all(|(i, p)| i == *p)
-        && perm[r - 2] == r - 1
-        && perm[r - 1] == r - 2
 }
 
 /// The last node of `out` takes over `n`'s outputs, reshaped to them if needed.
@@ -1019,7 +1010,7 @@ fn fold_scale_shift(g: &Graph) -> Graph {
 
 /// The columns `[c0, c1)` a slice takes of the last dimension, if it takes
 /// only those (every other dimension whole, step 1).
-pub(super) fn slice_columns(g: &Graph, n: &Node) -> Option<(usize, usize)> {
+pub fn slice_columns(g: &Graph, n: &Node) -> Option<(usize, usize)> {
     let Op::Slice {
         starts,
         ends,

@@ -39,399 +39,21 @@
 //! order); otherwise, or where an operation is missing, its nodes are
 //! lowered one region at a time as before.
 
+pub mod masked;
+mod plan;
+
+pub(super) use plan::{Arg, Calc, MaskByPosition, Plan, PlanStep, causal_offset};
 use super::emit::{MemTile, Pad, RegTile, Val};
 use super::machine::{Loc, Place};
 use super::ops::{self, Ew};
-use super::{LowerError, Lowerer, err, view};
-use crate::ir::{Graph, Op, ReduceKind, Unary, ValueId};
+use super::{LowerError, Lowerer, PackKey, err, view};
+use crate::passes::rowgroups::{
+    RowGroup, chunk_uniform, const_row, row_reduce, uniform,
+};
+use crate::ir::{Op, ReduceKind, Unary, ValueId};
 use crate::regalloc;
 use isa_specs::model::{Func, RegFileId};
 use std::collections::{HashMap, HashSet};
-
-/// One recognised group.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RowGroup {
-    /// Its nodes, in graph order (the first starts it).
-    pub nodes: Vec<usize>,
-    /// The one value it makes that is read outside it.
-    pub output: ValueId,
-    /// The node that started it; nodes before it came from its producer's
-    /// epilogue (see [`row_groups_with`]).
-    pub seed: usize,
-}
-
-impl RowGroup {
-    /// Values made and read only inside the group (never in memory when it is fused).
-    pub fn inner<'g>(&'g self, g: &'g Graph) -> impl Iterator<Item = ValueId> + 'g {
-        self.nodes
-            .iter()
-            .map(|&k| g.nodes[k].outputs[0])
-            .filter(|v| *v != self.output)
-    }
-}
-
-/// The last dimension a reduction node reduces, with its dimensions kept.
-fn row_reduce(g: &Graph, n: &crate::ir::Node) -> Option<ReduceKind> {
-    let Op::Reduce {
-        kind,
-        axes,
-        keepdims: true,
-    } = &n.op
-    else {
-        return None;
-    };
-    let rank = g.ty(*n.inputs.first()?).shape.len();
-    (rank >= 1 && axes.as_slice() == [rank - 1]).then_some(*kind)
-}
-
-fn elementwise(op: &Op) -> bool {
-    Lowerer::ew_of(op).is_some()
-}
-
-/// A constant a group can read: one value everywhere, one row, or the full shape.
-fn constant_fits(g: &Graph, v: ValueId, full: &[usize]) -> bool {
-    let Some(t) = g.constants.get(&v) else {
-        return false;
-    };
-    if uniform(g, v).is_some() {
-        return true;
-    }
-    let s = &t.ty.shape;
-    s.as_slice() == full || const_row(s, full) || broadcast_rows(s, full)
-}
-
-/// A constant of shape `s` that is one row of `full` (`[C]`, `[1, C]`).
-fn const_row(s: &[usize], full: &[usize]) -> bool {
-    s.last() == full.last() && s.len() <= full.len() && s[..s.len() - 1].iter().all(|&d| d == 1)
-}
-
-/// A constant of shape `s` that `full` repeats along leading dimensions
-/// only (a mask over every head): row `r` of `full` reads its row `r`
-/// modulo its rows.
-fn broadcast_rows(s: &[usize], full: &[usize]) -> bool {
-    let own = &s[s.iter().take_while(|&&d| d == 1).count()..];
-    own.len() >= 2 && own.len() <= full.len() && *own == full[full.len() - own.len()..]
-}
-
-/// The one value of rows `row0..row0 + h`, columns `c..c + w` of constant
-/// `t` as a full shape repeating its rows reads it, if it has one.
-fn chunk_uniform(t: &crate::ir::Tensor, row0: i64, h: i64, c: i64, w: i64) -> Option<f64> {
-    let cols = *t.ty.shape.last()?;
-    let own = t.data.len() / cols.max(1);
-    let at = |r: i64| ((r as usize) % own.max(1)) * cols + c as usize;
-    let first = *t.data.get(at(row0))?;
-    (row0..row0 + h)
-        .all(|r| {
-            t.data
-                .get(at(r)..at(r) + w as usize)
-                .is_some_and(|xs| xs.iter().all(|x| x.to_bits() == first.to_bits()))
-        })
-        .then_some(first)
-}
-
-/// The value of a constant with one value in every element.
-fn uniform(g: &Graph, v: ValueId) -> Option<f64> {
-    let t = g.constants.get(&v)?;
-    let k = *t.data.first()?;
-    t.data
-        .iter()
-        .all(|x| x.to_bits() == k.to_bits())
-        .then_some(k)
-}
-
-/// Every row group of `g` (see the module documentation).
-pub fn row_groups(g: &Graph) -> Vec<RowGroup> {
-    row_groups_with(g, &[], true)
-}
-
-/// [`row_groups`], where the groups started by the nodes `unfronted` do not
-/// take their producers' element-wise nodes (the machine could not lower
-/// them so: their producer keeps them in its epilogue), nor do groups
-/// without reductions unless `rows_broadcast` (the machine loads a constant
-/// row into every row of a register, so the group adds a bias as cheaply as
-/// the producer's epilogue would).
-pub fn row_groups_with(g: &Graph, unfronted: &[usize], rows_broadcast: bool) -> Vec<RowGroup> {
-    let (consumers, producer) = super::fuse::uses(g);
-    let float = |v: ValueId| g.ty(v).elem.is_float();
-    let computed = |v: &ValueId| !g.constants.contains_key(v);
-    let mut taken = vec![false; g.nodes.len()];
-    let mut found = Vec::new();
-    for si in 0..g.nodes.len() {
-        let s = &g.nodes[si];
-        if taken[si] || s.outputs.len() != 1 {
-            continue;
-        }
-        // The seed's source: what a reduction reads, or an operand read by
-        // several element-wise nodes.
-        let x = if row_reduce(g, s).is_some() {
-            s.inputs[0]
-        } else if elementwise(&s.op) {
-            let out_shape = &g.ty(s.outputs[0]).shape;
-            let fans = |v: &ValueId| {
-                consumers.get(v).is_some_and(|cs| {
-                    cs.iter()
-                        .filter(|&&c| elementwise(&g.nodes[c].op) && c >= si)
-                        .count()
-                        >= 2
-                })
-            };
-            match s
-                .inputs
-                .iter()
-                .find(|v| computed(v) && g.ty(**v).shape == *out_shape && fans(v))
-            {
-                Some(v) => *v,
-                None => continue,
-            }
-        } else {
-            continue;
-        };
-        if !computed(&x) || !float(x) {
-            continue;
-        }
-        let full = g.ty(x).shape.clone();
-        let Some(&c) = full.last() else { continue };
-        if c == 0 {
-            continue;
-        }
-        let mut row = full.clone();
-        if let Some(l) = row.last_mut() {
-            *l = 1;
-        }
-        let ready = |v: &ValueId| g.inputs.contains(v) || producer.get(v).is_some_and(|&p| p < si);
-        let mut group: Vec<usize> = Vec::new();
-        let mut made: HashSet<ValueId> = HashSet::new();
-        for (nj, m) in g.nodes.iter().enumerate().skip(si) {
-            if taken[nj] || m.outputs.len() != 1 || !float(m.outputs[0]) {
-                continue;
-            }
-            let shape = &g.ty(m.outputs[0]).shape;
-            let kind_fits = if elementwise(&m.op) {
-                *shape == full || *shape == row
-            } else if row_reduce(g, m).is_some() {
-                g.ty(m.inputs[0]).shape == full
-            } else {
-                false
-            };
-            let inside = |v: &ValueId| made.contains(v) || *v == x;
-            if !kind_fits || !m.inputs.iter().any(inside) {
-                continue;
-            }
-            let operands_fit = m.inputs.iter().all(|v| {
-                inside(v)
-                    || constant_fits(g, *v, &full)
-                    || (computed(v)
-                        && ready(v)
-                        && float(*v)
-                        && (g.ty(*v).shape == full || g.ty(*v).shape == row))
-            });
-            if operands_fit {
-                group.push(nj);
-                made.insert(m.outputs[0]);
-            }
-        }
-        // The output: the last node's result, and only what it needs.
-        let Some(&last) = group.last() else { continue };
-        let output = g.nodes[last].outputs[0];
-        let mut need: HashSet<ValueId> = HashSet::from([output]);
-        let mut keep: Vec<usize> = Vec::new();
-        for &k in group.iter().rev() {
-            if need.contains(&g.nodes[k].outputs[0]) {
-                keep.push(k);
-                need.extend(g.nodes[k].inputs.iter().copied());
-            }
-        }
-        keep.reverse();
-        let members: HashSet<usize> = keep.iter().copied().collect();
-        let closed = keep.iter().all(|&k| {
-            let o = g.nodes[k].outputs[0];
-            o == output
-                || (!g.outputs.contains(&o)
-                    && consumers
-                        .get(&o)
-                        .is_some_and(|cs| cs.iter().all(|c| members.contains(c))))
-        });
-        let reduces = keep.iter().any(|&k| row_reduce(g, &g.nodes[k]).is_some());
-        let fan_out = keep
-            .iter()
-            .filter(|&&k| g.nodes[k].inputs.contains(&x))
-            .count()
-            >= 2;
-        if keep.len() < 2
-            || keep[0] != si
-            || !closed
-            || g.ty(output).shape != full
-            || !(reduces || fan_out)
-        {
-            continue;
-        }
-        // Element-wise producers of `x` read only by the group join it at
-        // its front (a product's scaling and masking before a softmax, its
-        // bias before a GELU): the group then reads the product's raw result
-        // once, where the product's epilogue would write a value the group
-        // reads again. Not for a group without reductions of a single row
-        // (GELU in decode, whose one-row product adds its bias in
-        // registers) or on a machine without row broadcasts (simd-dsp):
-        // measured slower there.
-        let rows: usize = full[..full.len() - 1].iter().product();
-        let mut x = x;
-        let front = (reduces || (rows > 1 && rows_broadcast)) && !unfronted.contains(&si);
-        while let Some(&p) = producer.get(&x).filter(|_| front) {
-            let pn = &g.nodes[p];
-            let computed_in: Vec<ValueId> =
-                pn.inputs.iter().copied().filter(|v| computed(v)).collect();
-            let [y] = computed_in.as_slice() else { break };
-            let read_here = consumers
-                .get(&x)
-                .is_some_and(|cs| cs.iter().all(|c| keep.contains(c)));
-            // What the group reads from outside must be ready before `p`.
-            let ready_before_p = |v: &ValueId| {
-                !computed(v)
-                    || g.inputs.contains(v)
-                    || keep.iter().any(|&k| g.nodes[k].outputs.contains(v))
-                    || *v == x
-                    || producer.get(v).is_some_and(|&q| q < p)
-            };
-            let fits = !taken[p]
-                && elementwise(&pn.op)
-                && pn.outputs.len() == 1
-                && !g.outputs.contains(&x)
-                && read_here
-                && g.ty(*y).shape == full
-                && float(*y)
-                && pn
-                    .inputs
-                    .iter()
-                    .all(|v| v == y || constant_fits(g, *v, &full))
-                && keep
-                    .iter()
-                    .all(|&k| g.nodes[k].inputs.iter().all(ready_before_p));
-            if !fits {
-                break;
-            }
-            keep.insert(0, p);
-            x = *y;
-        }
-        for &k in &keep {
-            taken[k] = true;
-        }
-        found.push(RowGroup {
-            nodes: keep,
-            output,
-            seed: si,
-        });
-    }
-    found
-}
-
-/// An operand of a step of the plan.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Arg {
-    /// A slot of the plan: a source or a step's result.
-    Slot(usize),
-    /// One value everywhere.
-    Uniform(f64),
-    /// A constant row (`[C]`), the same for every row.
-    ConstRow(ValueId),
-    /// A constant of the full shape, or repeated to it along leading dimensions.
-    Const(ValueId),
-    /// A computed row result from outside (`[.., 1]`).
-    OuterRow(ValueId),
-}
-
-/// What a step computes.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) enum Calc {
-    /// An element-wise operation.
-    Ew(Ew, Vec<Arg>),
-    /// A reduction over the row.
-    Reduce(ReduceKind, usize),
-    /// `x · m + b` with `m`, `b` a causal mask ([`MaskByPosition`]),
-    /// computed by an instruction that masks by element position: the
-    /// mask is never loaded. Operands `[x, m, b]`, as the multiply-add's.
-    Causal(Vec<Arg>, MaskByPosition),
-}
-
-impl Calc {
-    /// The element-wise operation it computes and its operands (a mask by
-    /// position is the multiply-add it replaces), if not a reduction.
-    pub(super) fn elementwise(&self) -> Option<(Ew, &[Arg])> {
-        match self {
-            Calc::Ew(ew, args) => Some((*ew, args)),
-            Calc::Causal(args, _) => Some((Ew::MulAdd, args)),
-            Calc::Reduce(..) => None,
-        }
-    }
-}
-
-/// A causal mask `x · m + b` computed from positions: row `i` of the
-/// mask's own rows keeps columns `0..=i + off` (`m = 1`, `b = 0`) and
-/// masks the rest (`m = 0`, `b` at most [`masked::MASKED`]); the full
-/// shape reads row `r` of it as row `r` modulo `own`.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct MaskByPosition {
-    /// The last column row 0 keeps.
-    off: i64,
-    /// The mask's own rows.
-    own: i64,
-    /// The instruction that masks.
-    form: ops::CausalForm,
-}
-
-/// The diagonal offset of a causal mask `x · m + b` over `cols` columns
-/// ([`MaskByPosition`]): every row keeps a prefix of its columns, one
-/// column more than the row before (up to the whole row), row 0 at least
-/// one. None for any other mask.
-pub(super) fn causal_offset(
-    m: &crate::ir::Tensor,
-    b: &crate::ir::Tensor,
-    cols: usize,
-) -> Option<i64> {
-    if cols == 0 || m.data.len() != b.data.len() || !m.data.len().is_multiple_of(cols) {
-        return None;
-    }
-    let mut off = None;
-    for (i, (mr, br)) in m.data.chunks(cols).zip(b.data.chunks(cols)).enumerate() {
-        let kept = mr
-            .iter()
-            .zip(br)
-            .take_while(|(m, b)| **m == 1.0 && **b == 0.0)
-            .count();
-        if !mr[kept..]
-            .iter()
-            .zip(&br[kept..])
-            .all(|(m, b)| *m == 0.0 && *b <= super::masked::MASKED)
-        {
-            return None;
-        }
-        let off = *off.get_or_insert(kept as i64 - 1);
-        if kept == 0 || kept as i64 != (i as i64 + off + 1).min(cols as i64) {
-            return None;
-        }
-    }
-    off
-}
-
-/// One step of the plan: its result goes to `slot`; `row` when it is a row result.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct PlanStep {
-    pub(super) slot: usize,
-    row: bool,
-    pub(super) calc: Calc,
-}
-
-/// The steps of a group for one register file, in order.
-pub(super) struct Plan {
-    /// The computed full-shape values read from outside, and their slots.
-    pub(super) sources: Vec<(ValueId, usize)>,
-    /// The constants read at the full shape (staged by bands after the sources).
-    consts: Vec<ValueId>,
-    pub(super) steps: Vec<PlanStep>,
-    /// The slot of the output.
-    pub(super) output: usize,
-    /// Slots in all.
-    pub(super) slots: usize,
-}
 
 /// A value of the current block of rows in registers.
 #[derive(Clone, Debug)]
@@ -546,7 +168,7 @@ impl Lowerer<'_> {
                     _ => return None,
                 }
             } else {
-                let ew = Self::ew_of(&n.op)?;
+                let ew = Ew::of(&n.op)?;
                 // Operands, with a folded producer expanded.
                 let mut args = Vec::new();
                 let mut fma: Option<(Arg, Arg)> = None;
@@ -728,7 +350,7 @@ impl Lowerer<'_> {
     /// the machine cannot (then its nodes are lowered one by one).
     pub(super) fn row_group(&mut self, grp: &RowGroup) -> Result<bool, LowerError> {
         let g = self.g;
-        let Some(out_home) = self.homes.get(&grp.output).cloned() else {
+        let Some(out_home) = self.layout.homes.get(&grp.output).cloned() else {
             return Ok(false);
         };
         let (rows, cols) = view(&g.ty(grp.output).shape);
@@ -762,7 +384,7 @@ impl Lowerer<'_> {
             }
         }
         if skip.is_some() {
-            self.unskip = Some(grp.seed);
+            self.trials.unskip = Some(grp.seed);
             return Err(err("a row group skipping masked work does not lower"));
         }
         Ok(false)
@@ -784,16 +406,16 @@ impl Lowerer<'_> {
         whole: bool,
     ) -> Result<(), LowerError> {
         let g = self.g;
-        self.kept_a = None;
-        self.kept_b.clear();
-        self.staged_rows.clear();
+        self.cache.kept_a = None;
+        self.cache.kept_b.clear();
+        self.cache.staged_rows.clear();
         let (rows, cols) = (out_home.rows, out_home.cols);
         let skip = self.skip_of(grp.seed).filter(|s| s.file == file);
         let reg = Loc {
             place: Place::Reg(file),
             dtype: self.e.m.regfiles[file.index()].dtype,
         };
-        let land = self.landing_of(self.act)?;
+        let land = self.landing_of(self.layout.act)?;
         let Place::Mem(lm) = land.place else {
             return Err(err("tiles from home land in no memory"));
         };
@@ -812,7 +434,7 @@ impl Lowerer<'_> {
             .sources
             .iter()
             .map(|(v, _)| {
-                self.homes
+                self.layout.homes
                     .get(v)
                     .cloned()
                     .ok_or_else(|| err("operand without a home"))
@@ -1017,7 +639,8 @@ impl Lowerer<'_> {
                         reg,
                     };
                     let out = self.row_block(plan, &block, uniforms).map_err(|e| {
-                        err(format!("{}: {}", g.nodes[grp.nodes[0]].name, e.message))
+                        let name = &g.nodes[grp.nodes[0]].name;
+                        e.into_cause().reworded(|m| format!("{name}: {m}"))
                     })?;
                     for (k, x) in out.iter().enumerate() {
                         let c = c0 + k as i64 * gc;
@@ -1152,7 +775,7 @@ impl Lowerer<'_> {
                             Arg::Uniform(k) => vec![self.uniform_reg(file, *k, uniforms)?],
                             Arg::OuterRow(v) => {
                                 let home = self
-                                    .homes
+                                    .layout.homes
                                     .get(v)
                                     .cloned()
                                     .ok_or_else(|| err("operand without a home"))?;
@@ -1343,14 +966,17 @@ impl Lowerer<'_> {
             _ => {
                 self.e.rollback(cp);
                 let (gr, gc) = self.e.granule(file);
-                let key = (ValueId(u32::MAX), format!("uniform:{k}:{gr}x{gc}"));
-                let t = match self.packed.get(&key) {
+                let key = PackKey::Uniform {
+                    bits: k.to_bits(),
+                    granule: (gr, gc),
+                };
+                let t = match self.pool.packed.get(&key) {
                     Some(t) => t.clone(),
                     None => {
                         let t = self
-                            .padded(&vec![k; (gr * gc) as usize], gr, gc, self.act)
+                            .padded(&vec![k; (gr * gc) as usize], gr, gc, self.layout.act)
                             .tile(0, 0, gr, gc);
-                        self.packed.insert(key, t.clone());
+                        self.pool.packed.insert(key, t.clone());
                         t
                     }
                 };
@@ -1384,8 +1010,8 @@ impl Lowerer<'_> {
     /// Constant row `v` packed at home (once per compile).
     fn const_row_home(&mut self, v: ValueId) -> Result<MemTile, LowerError> {
         let g = self.g;
-        let key = (v, "own".to_owned());
-        if let Some(t) = self.packed.get(&key) {
+        let key = PackKey::Own(v);
+        if let Some(t) = self.pool.packed.get(&key) {
             return Ok(t.clone());
         }
         let data = &g
@@ -1394,8 +1020,8 @@ impl Lowerer<'_> {
             .ok_or_else(|| err("not a constant"))?
             .data;
         let (r, c) = view(&g.ty(v).shape);
-        let t = self.padded(data, r, c, self.act).tile(0, 0, r, c);
-        self.packed.insert(key, t.clone());
+        let t = self.padded(data, r, c, self.layout.act).tile(0, 0, r, c);
+        self.pool.packed.insert(key, t.clone());
         Ok(t)
     }
 
@@ -1442,7 +1068,7 @@ impl Lowerer<'_> {
             self.e.ready(p).map_err(err)?;
         }
         for (v, s) in pending {
-            self.staged_rows.insert((v, 0), s);
+            self.cache.staged_rows.insert((v, 0), s);
         }
         Ok(())
     }

@@ -1,0 +1,326 @@
+//! The optimisations the lowering can switch off, declared once.
+//!
+//! The table at the end of this file ([`declare_options!`]) gives each
+//! optimisation its field and JSON name, its variant of [`Opt`], its
+//! command-line flag, its one-line help and, for those the compiler gives
+//! up on when a model does not compile with them, its place in the fallback
+//! order and the note it leaves. [`Options`], [`OPTIONS`] (which the CLI's
+//! `--no-*` flags, the bench's ablation list and the docs' flag table are
+//! made from) and [`fallbacks`] all come from that one table.
+
+/// One optimisation: how the CLI, the bench and the docs name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionInfo {
+    /// Which one.
+    pub opt: Opt,
+    /// Its field of [`Options`] and its key in JSON (bench ablations, reports).
+    pub name: &'static str,
+    /// The command-line flag that switches it off (without the leading `--`).
+    pub flag: &'static str,
+    /// What switching it off does, in one sentence (the flag's help).
+    pub help: &'static str,
+    /// Whether, and in which order, the compiler switches it off by itself
+    /// when a model does not compile with it on.
+    pub fallback: Option<Fallback>,
+}
+
+/// A step of the fallback order: an optimisation the compiler switches off
+/// when the model does not compile with it, and the note it leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fallback {
+    /// Steps are taken in increasing rank.
+    pub rank: u8,
+    /// When the step applies.
+    pub when: When,
+    /// The note left in the compiled model (followed by `: ` and the error).
+    pub note: &'static str,
+}
+
+/// When a fallback step applies to a failed compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// Whenever the optimisation is on.
+    Always,
+    /// When the graph has row groups (layer norms, softmaxes) and the error
+    /// blames no node's on-chip values (those are evicted first).
+    RowGroupsAndNoNodeBlamed,
+    /// When the graph has an attention to fuse.
+    Attention,
+}
+
+macro_rules! declare_options {
+    ($(
+        $(#[doc = $doc:literal])*
+        $field:ident: $variant:ident, $flag:literal, $help:literal
+        $(, fallback $rank:literal $when:ident $note:literal)?;
+    )*) => {
+        /// Optimisations that can be switched off (all on by default).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+        pub struct Options {
+            $($(#[doc = $doc])* pub $field: bool,)*
+        }
+
+        impl Default for Options {
+            fn default() -> Self {
+                Options { $($field: true,)* }
+            }
+        }
+
+        /// An optimisation of [`Options`], by name.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Opt {
+            $(#[doc = concat!("[`Options::", stringify!($field), "`].")] $variant,)*
+        }
+
+        impl Options {
+            /// Whether `o` is on.
+            pub fn get(&self, o: Opt) -> bool {
+                match o {
+                    $(Opt::$variant => self.$field,)*
+                }
+            }
+
+            /// Switches `o` on or off.
+            pub fn set(&mut self, o: Opt, on: bool) {
+                match o {
+                    $(Opt::$variant => self.$field = on,)*
+                }
+            }
+        }
+
+        /// Every optimisation, in the order of [`Options`]' fields.
+        pub const OPTIONS: &[OptionInfo] = &[
+            $(OptionInfo {
+                opt: Opt::$variant,
+                name: stringify!($field),
+                flag: $flag,
+                help: $help,
+                fallback: declare_options!(@fallback $($rank $when $note)?),
+            },)*
+        ];
+    };
+    (@fallback) => { None };
+    (@fallback $rank:literal $when:ident $note:literal) => {
+        Some(Fallback { rank: $rank, when: When::$when, note: $note })
+    };
+}
+
+impl Options {
+    /// These options with `o` switched off.
+    #[must_use]
+    pub fn without(mut self, o: Opt) -> Options {
+        self.set(o, false);
+        self
+    }
+}
+
+impl Opt {
+    /// What the table says of it.
+    pub fn info(self) -> &'static OptionInfo {
+        OPTIONS
+            .iter()
+            .find(|i| i.opt == self)
+            .expect("every variant has a row in the table")
+    }
+}
+
+/// The fallback order: the optimisations the compiler switches off by
+/// itself, one at a time, in the order it tries them.
+pub fn fallbacks() -> Vec<(Opt, Fallback)> {
+    let mut v: Vec<(Opt, Fallback)> = OPTIONS
+        .iter()
+        .filter_map(|i| i.fallback.map(|f| (i.opt, f)))
+        .collect();
+    v.sort_by_key(|(_, f)| f.rank);
+    v
+}
+
+/// The docs' table of flags (Markdown), one row per optimisation.
+pub fn markdown_table() -> String {
+    let mut s = String::from("| flag | what it switches off | fallback |\n|---|---|---|\n");
+    for i in OPTIONS {
+        let fallback = match i.fallback {
+            Some(f) => format!("{}: {}", f.rank, f.note),
+            None => String::new(),
+        };
+        s.push_str(&format!("| `--{}` | {} | {fallback} |\n", i.flag, i.help));
+    }
+    s
+}
+
+declare_options! {
+    /// Attention as one region with its intermediates kept on chip ([`fuse`]).
+    fuse_attention: FuseAttention, "no-fuse-attention",
+        "Do not fuse attention into one region with its intermediates kept on chip (scores, softmax steps and probabilities then go through the home memory between the steps).",
+        fallback 4 Attention "attention not kept on chip";
+    /// A matrix product's `A` operand, staged on chip (and converted) for one
+    /// output tile, is read again by the next tiles of the same rows instead
+    /// of being loaded from home each time.
+    operand_reuse: OperandReuse, "no-operand-reuse",
+        "Load a matrix product's A operand again for every output tile instead of reusing the run staged (and converted) on chip for the tile before.";
+    /// A run of the reduction of a product's operand is brought on chip in
+    /// one transfer (and one wait) even where the instruction reads it
+    /// straight from memory, rather than one transfer per reduction step.
+    stage_runs: StageRuns, "no-stage-runs",
+        "Bring a product's operand on chip one reduction step at a time where the instruction reads it from memory, instead of a whole run at once.";
+    /// A staged run comes on chip in bands of the reduction that grow (one
+    /// step, one, two, four…), each with its own transfer and wait, so the
+    /// first steps of a product start before the whole run has landed (and
+    /// been converted) rather than after it; and a row group's first bands
+    /// of rows grow from an eighth of its band, so its first block waits
+    /// for a short transfer.
+    band_runs: BandRuns, "no-band-runs",
+        "Bring a staged run on chip whole, with one wait before its first reduction step, instead of in growing bands each waited for alone; and a row group's rows in bands of one size from the first.";
+    /// Products of the next output tiles are computed before the epilogue of
+    /// a tile (software pipelining of the tile loop, as deep as the
+    /// contraction's unit has copies), so they overlap; and consecutive
+    /// blocks of rows of a row group prefer alternate halves (and quarters)
+    /// of the register file, and a region the other half than the region
+    /// producing its inputs ([`crate::regalloc::allocate_sided`]), so they
+    /// overlap too.
+    pipeline_tiles: PipelineTiles, "no-pipeline-tiles",
+        "Finish each output tile (epilogue and store) before computing the next, instead of computing the next tiles' products first; and let regions and consecutive blocks of rows of a row group take registers anywhere in the file, instead of the other half (or quarter) than the region or block before (so one need not wait for the registers the last instructions of the other read).";
+    /// On-chip buffers whose lifetimes are close do not share bytes when the
+    /// memory has room, so their transfers and uses can overlap.
+    spread_buffers: SpreadBuffers, "no-spread-buffers",
+        "Let on-chip buffers share bytes as soon as their lifetimes end, even where the memory has room to keep neighbours apart.";
+    /// The scheduler lets what follows an asynchronous transfer move above
+    /// it where nothing depends on it ([`sched::Rules`]).
+    overlap_transfers: OverlapTransfers, "no-overlap-transfers",
+        "Schedule nothing above an asynchronous transfer (no overlap of the code after a transfer with it).";
+    /// The tile search also weighs visiting output tiles column block by
+    /// column block (the weights' runs stay on chip, the inputs stream)
+    /// against row block by row block ([`mapping::Order`]).
+    order_search: OrderSearch, "no-order-search",
+        "Visit a product's output tiles row block by row block only, instead of also weighing column block by column block (weights kept on chip, inputs streamed) in the tile search.";
+    /// A large transfer on an asynchronous unit with several copies (DMA
+    /// engines) goes as one block of rows per copy, so they share it.
+    spread_transfers: SpreadTransfers, "no-spread-transfers",
+        "Move a large transfer with one engine of an asynchronous unit instead of one block of rows per engine.";
+    /// Values passed between regions stay in on-chip memory from their
+    /// producer to their last reader, instead of a round trip through the
+    /// home memory, as many as fit beside the tiles (`docs/compiler.md`, "Regions").
+    residency: Residency, "no-residency",
+        "Pass every value between regions through the home memory, instead of keeping those that fit in on-chip memory from producer to last reader.",
+        fallback 2 Always "values not kept on chip across regions";
+    /// A row result (softmax's maximum and sum, layer normalisation's mean
+    /// and scale) meets its row in registers through the machine's lane
+    /// broadcast, instead of being widened to the full row by a product
+    /// with a row of ones and read back.
+    broadcast_rows: BroadcastRows, "no-broadcast-rows",
+        "Widen a row result (softmax's maximum and sum, layer normalisation's mean and scale) to its full row by a product with a row of ones, instead of broadcasting it along the lanes in registers.",
+        fallback 3 Always "row results widened by products instead of broadcast in registers";
+    /// A product of one row (per batch) by constant weights, or by a
+    /// computed matrix already on chip, runs on the vector unit (sublanes as
+    /// partial sums) where it can, instead of the matrix unit streaming one
+    /// row per weight tile ([`gemv`]).
+    vector_gemv: VectorGemv, "no-vector-gemv",
+        "Compute a product of one row (per batch) by a matrix on the matrix unit instead of the vector unit.";
+    /// A layer normalisation, a softmax, a GELU (element-wise nodes and
+    /// reductions over the last dimension of one shape) is one region that
+    /// reads each row once and keeps everything in between in registers
+    /// ([`rows`]), instead of a region per reduction and per chain. Needs
+    /// [`Options::broadcast_rows`].
+    fuse_rows: FuseRows, "no-fuse-rows",
+        "Lower layer normalisations, softmaxes and GELUs one node (or chain) at a time, each reading and writing memory, instead of as one region per group that reads each row once and keeps the rest in registers.",
+        fallback 1 RowGroupsAndNoNodeBlamed "layer norms and softmaxes not fused into row regions";
+    /// Values are written in the layout and type their consumers read:
+    /// kept values read only by matrix products stored in the products'
+    /// operand type; a product's result read only by the transpose back to
+    /// rows of tokens written in place of it; a transposed computed `B`
+    /// read untransposed by a form taking `B` as rows of `N`. Without it,
+    /// conversions and transposes are separate passes.
+    layout_fusion: LayoutFusion, "no-layout-fusion",
+        "Write values as they are computed (f32, in their own layout), and convert or transpose them in separate passes, instead of in the type and layout their matrix products read (bf16 operands, a product's result in place of its transpose, a transposed B read as it is).";
+    /// A row group without reductions (GELU) computes its result a column
+    /// chunk at a time down all the rows of a band, rather than row block by
+    /// row block across all the columns, so a product reading it as its `A`
+    /// may start its first reduction steps while the rest is computed.
+    column_chunks: ColumnChunks, "no-column-chunks",
+        "Compute a row group without reductions (GELU) row block by row block across all its columns, instead of a column chunk at a time down all the rows (which lets the product reading it start on the first chunks).";
+    /// A join (`Concat`) kept on chip is laid out in dense rows, where its
+    /// rows meet the transfer alignment, so the parts coming from home
+    /// (a KV cache) are transferred straight into it instead of landing
+    /// and being copied through the registers.
+    dense_joins: DenseJoins, "no-dense-joins",
+        "Keep a join (`Concat`) on chip in rows padded to whole registers, its parts from home landing first and copied into it through the registers, instead of in dense rows its parts are transferred into.";
+    /// A product visits its column tiles in the order their readers are
+    /// lowered ([`Lowerer::column_needs`]): attention's projection makes
+    /// the keys and values, which the head splits copy, before the queries,
+    /// which the scores read in place, so the copies overlap the rest of
+    /// the product instead of following it.
+    reader_order: ReaderOrder, "no-reader-order",
+        "Visit a product's column tiles left to right, instead of in the order the nodes reading them are lowered (attention's keys and values, copied into heads, before its queries, read in place).";
+    /// The scheduler ranks instructions by their critical path plus their
+    /// distance from the end in a list schedule of the reversed program
+    /// under the machine's units and bandwidth
+    /// ([`sched::Rules::reverse_priorities`]), so the work the end waits for
+    /// behind a busy unit or memory (the last output tiles' pops and
+    /// stores) comes first, rather than by the critical path alone.
+    reverse_priorities: ReversePriorities, "no-reverse-priorities",
+        "Rank instructions for scheduling by the latency-weighted critical path alone, instead of adding their distance from the end in a list schedule of the reversed program under the machine's units and memory bandwidth.";
+    /// The scheduler finishes chains of accumulations one after another on
+    /// each copy of a unit rather than advancing them all together
+    /// ([`sched::Rules::finish_chains`]), so their registers free, and their
+    /// results drain, while the unit goes on.
+    finish_chains: FinishChains, "no-finish-chains",
+        "Advance a unit's chains of accumulations (a GEMM's output tiles) in critical-path order, all together, instead of finishing one per copy of the unit before starting the next.";
+    /// Work a constant mask makes dead is skipped ([`super::rows::masked`]): a causal
+    /// softmax computes each block of rows up to its diagonal's chunk and
+    /// stores zeros beyond, the product making the scores skips the tiles
+    /// above the diagonal, and the product reading the probabilities stops
+    /// its reduction there. Attention's power-of-two scale goes into the
+    /// query projection's epilogue (`canon`), so the mask holds 0 and 1 and
+    /// the chunks it keeps whole cost no operation.
+    skip_masked: SkipMasked, "no-skip-masked",
+        "Compute what a constant mask makes dead (a causal softmax's upper triangle, the products making and reading it) instead of skipping it, and leave attention's scale on the scores instead of moving it into the query projection's epilogue (where the mask's kept chunks then cost no operation).";
+    /// A causal mask is computed from element positions by an instruction
+    /// that masks by position, where the machine has one
+    /// ([`rows::MaskByPosition`]), instead of loaded as two constants
+    /// (which mask, which bias) and applied by a multiply-add.
+    mask_by_position: MaskByPosition, "no-mask-by-position",
+        "Load a causal mask's two constants and apply them by a multiply-add, instead of masking by element position with the machine's instruction for it (`vcausal` on vliw-systolic), which loads nothing.";
+    /// A product visiting its tiles row block by row block computes its
+    /// last block of rows in two halves where two steps of half the rows
+    /// take the contraction's unit no longer than one of all
+    /// ([`Lowerer::halves_cost_nothing`]): the output tiles finishing
+    /// together at the end, whose drain and store nothing overlaps, are
+    /// half as large.
+    split_last_rows: SplitLastRows, "no-split-last-rows",
+        "Compute a product's last block of rows whole, instead of in two halves where that costs its unit no time (so fewer results are left to drain and store at the end).";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_names_every_option_once_and_flags_follow_the_names() {
+        let mut names: Vec<&str> = OPTIONS.iter().map(|i| i.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), OPTIONS.len());
+        for i in OPTIONS {
+            assert_eq!(i.flag, format!("no-{}", i.name.replace('_', "-")));
+            assert!(i.help.ends_with('.') || i.help.ends_with(')'), "{}", i.help);
+            let mut o = Options::default();
+            assert!(o.get(i.opt));
+            o.set(i.opt, false);
+            assert!(!o.get(i.opt));
+            assert_eq!(
+                OPTIONS.iter().filter(|j| !o.get(j.opt)).count(),
+                1,
+                "{} switches exactly its own field",
+                i.name
+            );
+            let json = serde_json::to_value(o).expect("options serialise");
+            assert_eq!(json[i.name], false, "the JSON name is the table's");
+        }
+    }
+
+    #[test]
+    fn the_fallback_order_is_the_ranks() {
+        let order: Vec<&str> = fallbacks().iter().map(|(o, _)| o.info().name).collect();
+        assert_eq!(order, ["fuse_rows", "residency", "broadcast_rows", "fuse_attention"]);
+    }
+}

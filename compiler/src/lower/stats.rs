@@ -1,0 +1,251 @@
+//! What a compiled model and each of its regions must cost at least: the
+//! roofline bound and the per-region work and traffic behind it.
+
+use super::*;
+
+/// The roofline bound of a compiled model: neither the compute units nor the
+/// home memory can do better.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Roofline {
+    /// MACs over the machine's peak MACs per cycle (all units, all copies).
+    pub compute_cycles: u64,
+    /// Bytes that must cross the home memory over its bandwidth.
+    pub memory_cycles: u64,
+    /// The larger of the two.
+    pub cycles: u64,
+}
+
+impl Compiled {
+    /// The roofline bound on machine `m`.
+    pub fn roofline(&self, m: &Machine) -> Roofline {
+        Roofline::of(m, self.macs, self.min_home_bytes)
+    }
+}
+
+impl Roofline {
+    /// The bound of `macs` multiply-accumulates and `home_bytes` across the
+    /// home memory on machine `m`.
+    pub fn of(m: &Machine, macs: u64, home_bytes: u64) -> Roofline {
+        let (peak, bw) = roof(m);
+        let compute_cycles = if peak > 0 {
+            macs.div_ceil(peak as u64)
+        } else {
+            0
+        };
+        let memory_cycles = home_bytes.div_ceil(bw);
+        Roofline {
+            compute_cycles,
+            memory_cycles,
+            cycles: compute_cycles.max(memory_cycles).max(1),
+        }
+    }
+}
+
+/// The peak MACs per cycle (every unit, every copy) and the home memory's
+/// bandwidth (bytes per cycle, at least 1) of `m`: the two roofs of the
+/// bound ([`compiler::lower::Roofline`]).
+pub fn roof(m: &Machine) -> (i64, u64) {
+    let peak: i64 = m
+        .units
+        .iter()
+        .map(|u| u.macs_per_cycle.value * u.count.value.max(1))
+        .sum();
+    let bw = m
+        .memories
+        .iter()
+        .filter(|x| x.kind.off_chip())
+        .max_by_key(|x| x.size.value)
+        .map_or(1, |x| x.bandwidth.value.max(1));
+    (peak, bw as u64)
+}
+
+/// What one fused region does: the work and the traffic its roofline bound
+/// counts, and where its code went.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct RegionStats {
+    /// Multiply-accumulates.
+    pub macs: u64,
+    /// Bytes it must move across the home memory at least: its inputs that
+    /// live at home (constants included), read once, and its results that
+    /// live at home, written once.
+    pub home_bytes: u64,
+    /// Its code as ranges of bundles `[first, end)`, in program order (a
+    /// region merged from parts has several); each range runs to the first
+    /// bundle of the next region, so together they cover the program.
+    pub bundles: Vec<(usize, usize)>,
+    /// The first and the last bundle holding any of its instructions (the
+    /// scheduler moves instructions across regions, so regions' spans
+    /// overlap where the ranges of [`RegionStats::bundles`] do not).
+    pub span: Option<(usize, usize)>,
+    /// Its instructions that may complete after its last bundle issues:
+    /// `(bundle, latency)` where the latency exceeds the bundles left.
+    pub late: Vec<(usize, u64)>,
+}
+
+impl RegionStats {
+    /// The roofline bound of the region alone on machine `m` (see [`Roofline`]).
+    pub fn roofline(&self, m: &Machine) -> Roofline {
+        Roofline::of(m, self.macs, self.home_bytes)
+    }
+
+    /// The cycles its bundles took, given the cycle each bundle issued at
+    /// and the program's total (the end of the last range).
+    pub fn cycles(&self, issue: &[u64], total: u64) -> u64 {
+        let at = |b: usize| issue.get(b).copied().unwrap_or(total);
+        self.bundles
+            .iter()
+            .map(|&(a, b)| at(b).saturating_sub(at(a)))
+            .sum()
+    }
+
+    /// The cycles from its first instruction's issue to its last one's
+    /// completion, given the cycle each bundle issued at.
+    pub fn span_cycles(&self, issue: &[u64], total: u64) -> u64 {
+        let Some((first, last)) = self.span else {
+            return 0;
+        };
+        let at = |b: usize| issue.get(b).copied().unwrap_or(total);
+        let end = self
+            .late
+            .iter()
+            .map(|&(b, l)| at(b) + l)
+            .fold(at(last) + 1, u64::max);
+        end.saturating_sub(at(first))
+    }
+}
+
+/// Multiply-accumulates of one node (matrix products only).
+pub(super) fn node_macs(g: &Graph, n: &crate::ir::Node) -> u64 {
+    if !matches!(n.op, Op::MatMul) {
+        return 0;
+    }
+    let o = &g.ty(n.outputs[0]).shape;
+    let k = *g.ty(n.inputs[0]).shape.last().unwrap_or(&1);
+    o.iter().product::<usize>() as u64 * k as u64
+}
+
+impl Lowerer<'_> {
+    /// Per region: its work, its least home traffic, and its bundles, given
+    /// the bundle each instruction went to.
+    pub(super) fn region_stats(
+        &self,
+        placed: &[usize],
+        latency: &[u64],
+        n_bundles: usize,
+    ) -> Vec<RegionStats> {
+        let g = self.g;
+        // First bundle of each part; a part runs to the next part's first bundle.
+        // Parts whose first bundles coincide (the scheduler mixed them): the
+        // first in program order takes the span.
+        let mut taken = std::collections::HashSet::new();
+        let starts: Vec<Option<usize>> = self
+            .plan.region_parts
+            .iter()
+            .map(|(_, (a, b))| {
+                placed
+                    .get(*a..*b)
+                    .and_then(|p| p.iter().min().copied())
+                    .filter(|s| taken.insert(*s))
+            })
+            .collect();
+        let mut sorted: Vec<usize> = starts.iter().flatten().copied().collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let end_of = |s: usize| {
+            sorted
+                .iter()
+                .find(|&&x| x > s)
+                .copied()
+                .unwrap_or(n_bundles)
+        };
+        let bytes = |v: ValueId| -> u64 {
+            if let Some(t) = g.constants.get(&v) {
+                return t.ty.numel() as u64 * self.layout.act.bytes();
+            }
+            match self.layout.homes.get(&v) {
+                Some(h) if matches!(h.base, Base::Fixed(_)) => {
+                    g.ty(v).numel() as u64 * h.dtype.bytes()
+                }
+                _ => 0,
+            }
+        };
+        self.plan.region_groups
+            .iter()
+            .map(|parts| {
+                let members: std::collections::HashSet<usize> = parts
+                    .iter()
+                    .flat_map(|&k| self.plan.region_parts[k].0.iter().copied())
+                    .collect();
+                let made: std::collections::HashSet<ValueId> = members
+                    .iter()
+                    .flat_map(|&k| g.nodes[k].outputs.iter().copied())
+                    .collect();
+                let mut inputs: Vec<ValueId> = members
+                    .iter()
+                    .flat_map(|&k| g.nodes[k].inputs.iter().copied())
+                    .filter(|v| !made.contains(v))
+                    .collect();
+                inputs.sort_unstable_by_key(|v| v.index());
+                inputs.dedup();
+                let used_outside = |v: &ValueId| {
+                    g.outputs.contains(v)
+                        || g.nodes
+                            .iter()
+                            .enumerate()
+                            .any(|(k, n)| !members.contains(&k) && n.inputs.contains(v))
+                };
+                let outputs: Vec<ValueId> = made.iter().copied().filter(used_outside).collect();
+                let macs = members.iter().map(|&k| node_macs(g, &g.nodes[k])).sum();
+                let insts = || {
+                    parts.iter().flat_map(|&k| {
+                        let (a, b) = self.plan.region_parts[k].1;
+                        a.min(placed.len())..b.min(placed.len())
+                    })
+                };
+                let span = insts()
+                    .map(|i| placed[i])
+                    .fold(None, |s: Option<(usize, usize)>, b| {
+                        Some(s.map_or((b, b), |(lo, hi)| (lo.min(b), hi.max(b))))
+                    });
+                let late = span.map_or_else(Vec::new, |(_, last)| {
+                    insts()
+                        .filter(|&i| latency[i] > (last - placed[i]) as u64)
+                        .map(|i| (placed[i], latency[i]))
+                        .collect()
+                });
+                // An input only sliced in the region is read only in part.
+                let read = |v: ValueId| {
+                    let full = bytes(v);
+                    let numel = g.ty(v).numel() as u64;
+                    let slices: Option<u64> = members
+                        .iter()
+                        .map(|&k| &g.nodes[k])
+                        .filter(|n| n.inputs.contains(&v))
+                        .map(|n| {
+                            matches!(n.op, Op::Slice { .. })
+                                .then(|| g.ty(n.outputs[0]).numel() as u64)
+                        })
+                        .sum();
+                    match slices {
+                        Some(e) if numel > 0 => full.min(full / numel * e),
+                        _ => full,
+                    }
+                };
+                RegionStats {
+                    macs,
+                    home_bytes: inputs
+                        .into_iter()
+                        .map(read)
+                        .chain(outputs.into_iter().map(bytes))
+                        .sum(),
+                    bundles: parts
+                        .iter()
+                        .filter_map(|&k| starts[k].map(|s| (s, end_of(s))))
+                        .collect(),
+                    span,
+                    late,
+                }
+            })
+            .collect()
+    }
+}
