@@ -932,3 +932,175 @@ const HTML: &str = r#"<!DOCTYPE html>
 {{{body}}}
 </body></html>
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sweep of vliw-systolic whose grid sits on both sides of every
+    /// constraint below (odd bandwidths exercise truncating division).
+    fn sweep(constraints: &[&str]) -> Sweep {
+        Sweep {
+            name: "constraints".into(),
+            base: "vliw-systolic".into(),
+            params: [
+                ("SA_ROWS", vec![32, 64, 128, 256]),
+                ("MXUS", vec![1, 2, 4, 8]),
+                ("DMA_ENGINES", vec![1, 2, 3]),
+                (
+                    "HBM_GBPS",
+                    vec![599, 600, 1074, 1075, 1076, 1077, 2150, 2151, 2152, 3226],
+                ),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), Values::List(v)))
+            .collect(),
+            constraints: constraints.iter().map(|c| (*c).to_owned()).collect(),
+            alternatives: Vec::new(),
+        }
+    }
+
+    /// A variant's value of a parameter: swept, else the machine's default.
+    fn value(params: &BTreeMap<String, i64>, name: &str) -> i64 {
+        params.get(name).copied().unwrap_or_else(|| {
+            let m = targets::by_name("vliw-systolic")
+                .expect("machine")
+                .machine();
+            m.params
+                .iter()
+                .find(|p| p.name == name)
+                .map(|p| p.value)
+                .expect("a parameter of vliw-systolic")
+        })
+    }
+
+    /// A variant's parameter values by name.
+    type Lookup<'a> = &'a dyn Fn(&str) -> i64;
+
+    /// Expanding with `constraint` keeps exactly the variants `rule` holds for,
+    /// and counts the others as removed by it.
+    fn same(constraint: &str, rule: &dyn Fn(Lookup<'_>) -> bool) {
+        let all = sweep(&[]).expand().expect("expands").variants;
+        let want: Vec<Variant> = all
+            .iter()
+            .filter(|v| rule(&|n| value(&v.params, n)))
+            .cloned()
+            .collect();
+        assert!(
+            !want.is_empty() && want.len() < all.len(),
+            "`{constraint}` should keep some variants and remove others"
+        );
+        let got = sweep(&[constraint]).expand().expect(constraint);
+        assert_eq!(got.variants, want, "{constraint}");
+        assert_eq!(
+            got.filtered,
+            vec![(constraint.to_owned(), all.len() - want.len())]
+        );
+    }
+
+    #[test]
+    fn the_constraints_of_the_shipped_sweeps_and_docs_keep_their_meaning() {
+        // targets/variants/vliw-systolic-small.ron
+        same("SA_ROWS * MXUS <= 256", &|v| {
+            v("SA_ROWS") * v("MXUS") <= 256
+        });
+        // targets/variants/vliw-systolic-gpt2.ron and docs/performance.md
+        same("SA_ROWS * 128 * MXUS <= 131072", &|v| {
+            v("SA_ROWS") * 128 * v("MXUS") <= 131072
+        });
+        same("DMA_ENGINES * 512 * 1050 / 1000 >= HBM_GBPS / 2", &|v| {
+            v("DMA_ENGINES") * 512 * 1050 / 1000 >= v("HBM_GBPS") / 2
+        });
+        // The `Sweep` documentation: SA_COLS is not swept, its default counts.
+        same("SA_ROWS * SA_COLS <= 16384", &|v| {
+            v("SA_ROWS") * v("SA_COLS") <= 16384
+        });
+    }
+
+    #[test]
+    fn constraint_operators_precedence_and_arithmetic() {
+        same("SA_ROWS < 128", &|v| v("SA_ROWS") < 128);
+        same("SA_ROWS > 64", &|v| v("SA_ROWS") > 64);
+        same("SA_ROWS <= 64", &|v| v("SA_ROWS") <= 64);
+        same("SA_ROWS >= 128", &|v| v("SA_ROWS") >= 128);
+        same("MXUS == 4", &|v| v("MXUS") == 4);
+        same("MXUS != 4", &|v| v("MXUS") != 4);
+        // No spaces; an expression on both sides.
+        same("SA_ROWS*MXUS<=256", &|v| v("SA_ROWS") * v("MXUS") <= 256);
+        same("SA_ROWS - 64 < MXUS * 16", &|v| {
+            v("SA_ROWS") - 64 < v("MXUS") * 16
+        });
+        // `*` before `+`, parentheses, left to right within a level.
+        same("SA_ROWS + MXUS * 64 <= 300", &|v| {
+            v("SA_ROWS") + v("MXUS") * 64 <= 300
+        });
+        same("(SA_ROWS + MXUS) * 2 <= 300", &|v| {
+            (v("SA_ROWS") + v("MXUS")) * 2 <= 300
+        });
+        same("HBM_GBPS - SA_ROWS - MXUS > 900", &|v| {
+            v("HBM_GBPS") - v("SA_ROWS") - v("MXUS") > 900
+        });
+        same("HBM_GBPS / MXUS / DMA_ENGINES >= 300", &|v| {
+            v("HBM_GBPS") / v("MXUS") / v("DMA_ENGINES") >= 300
+        });
+        same("SA_ROWS * MXUS % 3 == 1", &|v| {
+            v("SA_ROWS") * v("MXUS") % 3 == 1
+        });
+        // Integer division truncates.
+        same("HBM_GBPS / 600 * 600 >= HBM_GBPS", &|v| {
+            v("HBM_GBPS") / 600 * 600 >= v("HBM_GBPS")
+        });
+        same("HBM_GBPS % 2 == 0", &|v| v("HBM_GBPS") % 2 == 0);
+        // Unary minus.
+        same("-SA_ROWS * MXUS >= -256", &|v| {
+            -v("SA_ROWS") * v("MXUS") >= -256
+        });
+        same("0 - MXUS < -2", &|v| -v("MXUS") < -2);
+    }
+
+    #[test]
+    fn several_constraints_count_what_each_removed_first() {
+        let x = sweep(&["SA_ROWS * MXUS <= 256", "MXUS <= 2"])
+            .expand()
+            .expect("expands");
+        let all = sweep(&[]).expand().expect("expands").variants;
+        let first = all
+            .iter()
+            .filter(|v| v.params["SA_ROWS"] * v.params["MXUS"] > 256)
+            .count();
+        let kept = all
+            .iter()
+            .filter(|v| v.params["SA_ROWS"] * v.params["MXUS"] <= 256 && v.params["MXUS"] <= 2)
+            .count();
+        assert_eq!(x.variants.len(), kept);
+        assert_eq!(
+            x.filtered,
+            vec![
+                ("SA_ROWS * MXUS <= 256".to_owned(), first),
+                ("MXUS <= 2".to_owned(), all.len() - kept - first),
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_constraints_are_errors_naming_the_constraint() {
+        let err = |c: &str| sweep(&[c]).expand().expect_err(c);
+        for c in [
+            "SA_ROWS <",
+            "SA_ROWS <= 64)",
+            "(SA_ROWS <= 64",
+            "SA_ROWS <= 64 $",
+            "",
+            "SA_ROWS / (MXUS - MXUS) > 1",
+            "SA_ROWS * 9223372036854775807 > 1",
+        ] {
+            assert!(
+                err(c).contains(&format!("constraint `{c}`")),
+                "{c}: {}",
+                err(c)
+            );
+        }
+        assert!(err("FOO > 1").contains("no parameter `FOO`"));
+        assert!(err("SA_ROWS / (MXUS - MXUS) > 1").contains("division by zero"));
+    }
+}
