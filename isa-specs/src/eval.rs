@@ -1,7 +1,9 @@
 //! Evaluation of model expressions, and the operand-value sampling the
 //! checker uses to prove properties like "latency is positive for every legal operand".
 
-use crate::model::{BinOp, Builtin, Expr, OperandId, ParamId};
+use crate::ast;
+use crate::diag::Diagnostic;
+use crate::model::{BinOp, Builtin, Constraint, Expr, OperandId, ParamId};
 
 /// An evaluated number.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -114,6 +116,50 @@ pub fn eval_int(e: &Expr, env: &dyn Env) -> Result<i64, EvalError> {
         Num::Real(v) if v.fract() == 0.0 && v.abs() < 9.0e15 => Ok(v as i64),
         Num::Real(_) => Err(EvalError::Domain("the value is not an integer")),
     }
+}
+
+/// Whether a constraint holds: integers compare exactly, anything else as reals.
+pub fn holds(k: &Constraint, env: &dyn Env) -> Result<bool, EvalError> {
+    Ok(match (eval(&k.lhs, env)?, eval(&k.rhs, env)?) {
+        (Num::Int(a), Num::Int(b)) => k.op.holds(a, b),
+        (a, b) => k.op.holds(a.as_f64(), b.as_f64()),
+    })
+}
+
+/// Resolves an expression written alone ([`crate::parse_expr`]) over the
+/// integer variables `names`: the `i`th name becomes parameter `i`, so
+/// `eval(&e, &Params(&values))` evaluates it with `values[i]` for `names[i]`.
+/// The functions are those of descriptions. A name not in `names` is an
+/// error (`no parameter `X``, with the nearest name), and so is what only a
+/// description can name (`hbm.size`, `x[i]`, `sum(k) e`) or an unknown
+/// function or a wrong number of arguments, each located in the text.
+///
+/// ```
+/// use isa_specs::eval::{Params, eval_int, resolve};
+/// let e = resolve(&isa_specs::parse_expr("max(A, 2) * B").unwrap(), &["A", "B"]).unwrap();
+/// assert_eq!(eval_int(&e, &Params(&[5, 3])), Ok(15));
+/// ```
+pub fn resolve(e: &ast::Expr, names: &[&str]) -> Result<Expr, Diagnostic> {
+    crate::check::resolve_standalone(e, names)
+}
+
+/// Resolves a constraint written alone ([`crate::parse_constraint`]) over
+/// the integer variables `names`, as [`resolve`] does; [`holds`] then tells
+/// whether it is true for values of them.
+///
+/// ```
+/// use isa_specs::eval::{Params, holds, resolve_constraint};
+/// let k = isa_specs::parse_constraint("A * B <= 256").unwrap();
+/// let k = resolve_constraint(&k, &["A", "B"]).unwrap();
+/// assert_eq!(holds(&k, &Params(&[64, 4])), Ok(true));
+/// assert_eq!(holds(&k, &Params(&[128, 4])), Ok(false));
+/// ```
+pub fn resolve_constraint(k: &ast::Constraint, names: &[&str]) -> Result<Constraint, Diagnostic> {
+    Ok(Constraint {
+        lhs: resolve(&k.lhs, names)?,
+        op: k.op,
+        rhs: resolve(&k.rhs, names)?,
+    })
 }
 
 fn binary(op: BinOp, a: Num, b: Num) -> Result<Num, EvalError> {

@@ -51,3 +51,4 @@ pub use load::{
 pub use model::Machine;
 pub use source::{SourceMap, Span};
 pub use spans::{SpanKey, SpanTable};
+pub use syntax::{parse_constraint, parse_expr};

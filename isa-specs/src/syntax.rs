@@ -22,18 +22,7 @@ const CALL_LIMIT: usize = 20_000_000;
 
 /// Parses one file's text into items.
 pub fn parse(file: FileId, text: &str) -> Result<Vec<Item>, Diagnostic> {
-    pest::set_call_limit(std::num::NonZeroUsize::new(CALL_LIMIT));
-    // Tracking parse attempts doubles the parse time: only re-parse with it to explain an error.
-    pest::set_error_detail(false);
-    let Ok(mut pairs) = AdlParser::parse(Rule::file, text) else {
-        pest::set_error_detail(true);
-        let detailed = AdlParser::parse(Rule::file, text).err();
-        pest::set_error_detail(false);
-        return Err(detailed.map_or_else(
-            || internal(Span::new(file, 0, 0)),
-            |e| syntax_error(file, text, &e),
-        ));
-    };
+    let mut pairs = run(Rule::file, file, text)?;
     let builder = Builder { file };
     let Some(root) = pairs.next() else {
         return Ok(Vec::new());
@@ -42,6 +31,67 @@ pub fn parse(file: FileId, text: &str) -> Result<Vec<Item>, Diagnostic> {
         .filter(|p| p.as_rule() != Rule::EOI)
         .map(|p| builder.item(p))
         .collect()
+}
+
+/// Runs the parser from `rule`; a failure becomes a located diagnostic.
+fn run(
+    rule: Rule,
+    file: FileId,
+    text: &str,
+) -> Result<pest::iterators::Pairs<'_, Rule>, Diagnostic> {
+    pest::set_call_limit(std::num::NonZeroUsize::new(CALL_LIMIT));
+    // Tracking parse attempts doubles the parse time: only re-parse with it to explain an error.
+    pest::set_error_detail(false);
+    AdlParser::parse(rule, text).map_err(|_| {
+        pest::set_error_detail(true);
+        let detailed = AdlParser::parse(rule, text).err();
+        pest::set_error_detail(false);
+        detailed.map_or_else(
+            || internal(Span::new(file, 0, 0)),
+            |e| syntax_error(file, text, &e),
+        )
+    })
+}
+
+/// The file id of the spans of [`parse_expr`] and [`parse_constraint`]:
+/// their spans are byte offsets into the text given.
+pub(crate) const STANDALONE: FileId = FileId(0);
+
+/// Parses one expression written alone, outside a description (the whole
+/// text: anything after the expression is an error). Its language is that of
+/// descriptions' expressions: integers and reals, names, `+ - * / %`, unary
+/// `-`, parentheses, function calls. Spans are byte offsets into `text` (in
+/// file 0 of no source map: place the text first in a [`crate::SourceMap`] to
+/// render an error with its excerpt).
+pub fn parse_expr(text: &str) -> Result<Expr, Diagnostic> {
+    let root = standalone(Rule::expr_only, text, "expression")?;
+    Builder { file: STANDALONE }.expr(root, 0)
+}
+
+/// Parses one constraint written alone, `expr CMP expr` as in an
+/// instruction's `constraints` section (`SA_ROWS * MXUS <= 256`); see
+/// [`parse_expr`].
+pub fn parse_constraint(text: &str) -> Result<Constraint, Diagnostic> {
+    let root = standalone(Rule::constraint_only, text, "constraint")?;
+    Builder { file: STANDALONE }.constraint(root)
+}
+
+/// The one tree inside `rule` (`expr_only` or `constraint_only`); errors say
+/// "the end of the `what`" rather than of a file.
+fn standalone<'a>(rule: Rule, text: &'a str, what: &str) -> Result<Pair<'a, Rule>, Diagnostic> {
+    let end = format!("the end of the {what}");
+    let mut pairs = run(rule, STANDALONE, text).map_err(|mut d| {
+        d.message = d.message.replace("the end of the file", &end);
+        if let Some(p) = &mut d.primary {
+            p.message = p.message.replace("the end of the file", &end);
+        }
+        d
+    })?;
+    let span = Span::new(STANDALONE, 0, text.len());
+    pairs
+        .next()
+        .and_then(|root| root.into_inner().next())
+        .ok_or_else(|| internal(span))
 }
 
 fn syntax_error(file: FileId, text: &str, e: &pest::error::Error<Rule>) -> Diagnostic {
@@ -259,6 +309,8 @@ pub fn rule_words(rule: Rule) -> &'static str {
     match rule {
         Rule::EOI => "the end of the file",
         Rule::file | Rule::item => "an item (`param`, `memory`, `inst`, ...)",
+        Rule::expr_only => "an expression",
+        Rule::constraint_only => "a constraint (`a <= b`)",
         Rule::include => "`include`",
         Rule::param => "`param`",
         Rule::machine => "`machine`",

@@ -4,7 +4,7 @@ use super::{Checker, Kind, Sym};
 use crate::ast::{self, ExprKind};
 use crate::diag::{Code, Diagnostic};
 use crate::eval::{self, Num, Params};
-use crate::model::{Builtin, Expr, IntQ, OperandId, RealQ};
+use crate::model::{Builtin, Expr, IntQ, OperandId, ParamId, RealQ};
 use crate::source::Span;
 use std::collections::HashMap;
 
@@ -268,6 +268,77 @@ impl Checker {
             return None;
         }
         Some(RealQ { value, expr })
+    }
+}
+
+/// Resolves an expression written alone, outside a description
+/// ([`crate::parse_expr`]), whose names are the integer variables `names`:
+/// the `i`th name becomes parameter `i`. Functions are resolved as in a
+/// description; anything else a description could name (a memory's
+/// property, an operand's element, a reduction) has no meaning here and is
+/// an error, as is a name not in `names`.
+pub(crate) fn resolve_standalone(e: &ast::Expr, names: &[&str]) -> Result<Expr, Diagnostic> {
+    if let Some(d) = foreign_name(e, names) {
+        return Err(d);
+    }
+    let mut c = Checker::new();
+    for (i, n) in names.iter().enumerate() {
+        c.symbols.insert(
+            (*n).to_owned(),
+            (
+                Sym::Param(ParamId::from_index(i)),
+                Span::new(e.span.file, 0, 0),
+            ),
+        );
+    }
+    let resolved = c.resolve(&Scope::default(), e);
+    c.diags.sort();
+    match (resolved, c.diags.0.into_iter().next()) {
+        (_, Some(d)) => Err(d),
+        (Some(x), None) => Ok(x),
+        (None, None) => Err(Diagnostic::new(
+            Code::Syntax,
+            e.span,
+            "internal error: an expression resolved to nothing without a diagnostic",
+        )),
+    }
+}
+
+/// The first name of `e` that is not one of `names`, or a property access
+/// (`hbm.size`), as an error.
+fn foreign_name(e: &ast::Expr, names: &[&str]) -> Option<Diagnostic> {
+    match &e.kind {
+        ExprKind::Int(_) | ExprKind::Real(_) => None,
+        ExprKind::Name(n) if names.contains(&n.as_str()) => None,
+        ExprKind::Name(n) => {
+            let help = match super::suggest(n, names.iter().copied()) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None if names.is_empty() => "no name is defined here".to_owned(),
+                None => format!("the names are {}", names.join(", ")),
+            };
+            Some(
+                Diagnostic::new(Code::Undefined, e.span, format!("no parameter `{n}`"))
+                    .label("unknown name")
+                    .help(help),
+            )
+        }
+        ExprKind::Member(owner, prop) => Some(
+            Diagnostic::new(
+                Code::WrongKind,
+                e.span,
+                format!(
+                    "`{}.{}` is a property of a description's item, not a parameter",
+                    owner.name, prop.name
+                ),
+            )
+            .label("not usable here")
+            .help("only parameters, numbers and functions can be used here"),
+        ),
+        ExprKind::Neg(a) => foreign_name(a, names),
+        ExprKind::Binary(_, a, b) => foreign_name(a, names).or_else(|| foreign_name(b, names)),
+        ExprKind::Call(_, args) => args.iter().find_map(|a| foreign_name(a, names)),
+        // Refused as a whole by `Checker::resolve`.
+        ExprKind::Index(..) | ExprKind::Reduce(..) => None,
     }
 }
 

@@ -14,6 +14,8 @@ mod params;
 mod props;
 mod semantics;
 
+pub(crate) use exprs::resolve_standalone;
+
 use crate::ast::{BlockKind, Item};
 use crate::diag::{Code, Diagnostic, Diagnostics};
 use crate::model::*;
@@ -113,6 +115,27 @@ pub(crate) struct Checker {
 }
 
 impl Checker {
+    /// A checker that knows no name yet.
+    pub fn new() -> Checker {
+        Checker {
+            diags: Diagnostics::default(),
+            spans: SpanTable::default(),
+            symbols: HashMap::new(),
+            param_values: Vec::new(),
+            params: Vec::new(),
+            memories: Vec::new(),
+            regfiles: Vec::new(),
+            units: Vec::new(),
+            slots: Vec::new(),
+            semaphores: Vec::new(),
+            formats: Vec::new(),
+            broken: Default::default(),
+            broken_fields: Default::default(),
+            silent_failures: 0,
+            unreachable_units: Default::default(),
+        }
+    }
+
     /// Adds a diagnostic (its code says whether it is an error or a warning).
     pub fn error(&mut self, d: Diagnostic) {
         self.diags.push(d);
@@ -209,23 +232,7 @@ pub(crate) fn check(
     items: &[Item],
     overrides: &[(String, i64)],
 ) -> (Option<Machine>, SpanTable, Diagnostics) {
-    let mut c = Checker {
-        diags: Diagnostics::default(),
-        spans: SpanTable::default(),
-        symbols: HashMap::new(),
-        param_values: Vec::new(),
-        params: Vec::new(),
-        memories: Vec::new(),
-        regfiles: Vec::new(),
-        units: Vec::new(),
-        slots: Vec::new(),
-        semaphores: Vec::new(),
-        formats: Vec::new(),
-        broken: Default::default(),
-        broken_fields: Default::default(),
-        silent_failures: 0,
-        unreachable_units: Default::default(),
-    };
+    let mut c = Checker::new();
     items::collect_names(&mut c, items);
     params::check_params(&mut c, items, overrides);
     let header = items::check_header(&mut c, items);
