@@ -161,7 +161,7 @@ fn names_resolve_to_the_variables_given_and_nothing_else() {
     assert_eq!(d.code, Code::Undefined);
     assert_eq!(d.message, "no parameter `FOO`");
     assert_eq!(at(&d), 7..10);
-    assert_eq!(d.help.as_deref(), Some("the names are SA_ROWS, MXUS"));
+    assert_eq!(d.help.as_deref(), Some("the parameters are SA_ROWS, MXUS"));
     let d = r("SA_ROW * 2").expect_err("misspelt");
     assert_eq!(d.help.as_deref(), Some("did you mean `SA_ROWS`?"));
     let d = r("MXUS + foo(SA_ROWS)").expect_err("unknown function");
@@ -174,6 +174,16 @@ fn names_resolve_to_the_variables_given_and_nothing_else() {
         r("sum(k) MXUS").expect_err("reduction").code,
         Code::WrongKind
     );
+    // A reduction where a call minus something was meant says how to write it.
+    let d = r("min(SA_ROWS, MXUS) - 1").expect_err("reduction of -1");
+    assert!(
+        d.help
+            .as_deref()
+            .is_some_and(|h| h.contains("write `(min(SA_ROWS, MXUS)) - ...`")),
+        "{d:?}"
+    );
+    let e = r("(min(SA_ROWS, MXUS)) - 1").expect("resolves");
+    assert_eq!(eval_int(&e, &Params(&[128, 4])), Ok(3));
     // Variable `i` is parameter `i`.
     let e = r("SA_ROWS - MXUS").expect("resolves");
     assert_eq!(eval_int(&e, &Params(&[128, 4])), Ok(124));

@@ -109,7 +109,20 @@ impl Checker {
                 );
                 None
             }
-            ExprKind::Reduce(op, ..) => {
+            ExprKind::Reduce(op, idx, body) => {
+                let names: Vec<&str> = idx.iter().map(|i| i.name.as_str()).collect();
+                // `min(a, b) - c` reads as the reduction over `a, b` of `-c`.
+                let help = if matches!(body.kind, ExprKind::Neg(_)) {
+                    format!(
+                        "`{w}({n}) - ...` reads as a reduction of a negation: to subtract from \
+                         the function's value, write `({w}({n})) - ...`",
+                        w = op.word(),
+                        n = names.join(", ")
+                    )
+                } else {
+                    "use `max(a, b)` or `min(a, b)` for the larger or smaller of two numbers"
+                        .to_owned()
+                };
                 self.error(
                     Diagnostic::new(
                         Code::WrongKind,
@@ -117,9 +130,7 @@ impl Checker {
                         format!("a `{}` reduction is only allowed in semantics", op.word()),
                     )
                     .label("reduction outside semantics")
-                    .help(
-                        "use `max(a, b)` or `min(a, b)` for the larger or smaller of two numbers",
-                    ),
+                    .help(help),
                 );
                 None
             }
@@ -314,7 +325,7 @@ fn foreign_name(e: &ast::Expr, names: &[&str]) -> Option<Diagnostic> {
             let help = match super::suggest(n, names.iter().copied()) {
                 Some(s) => format!("did you mean `{s}`?"),
                 None if names.is_empty() => "no name is defined here".to_owned(),
-                None => format!("the names are {}", names.join(", ")),
+                None => format!("the parameters are {}", names.join(", ")),
             };
             Some(
                 Diagnostic::new(Code::Undefined, e.span, format!("no parameter `{n}`"))
