@@ -17,6 +17,8 @@
 use compiler::ir::Graph;
 use compiler::lower;
 use compiler::run;
+use isa_specs::eval;
+use isa_specs::model::Constraint;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -81,7 +83,9 @@ pub struct Sweep {
     #[serde(default)]
     pub params: BTreeMap<String, Values>,
     /// Conditions a variant must meet (`SA_ROWS * SA_COLS <= 65536`), over
-    /// its parameters (swept values, else the machine's defaults).
+    /// its parameters (swept values, else the machine's defaults): each one
+    /// comparison of two expressions of the description language, as in an
+    /// instruction's `constraints` section.
     #[serde(default)]
     pub constraints: Vec<String>,
     /// Other machines to evaluate beside the sweep.
@@ -147,10 +151,13 @@ impl Sweep {
                     .map_err(|e| format!("parameter `{name}`: {e}"))?,
             ));
         }
-        let constraints: Vec<Expr> = self
+        // Constraints are the description language's (`a CMP b`), over the
+        // machine's parameters: the `i`th name is variable `i`.
+        let names: Vec<&str> = defaults.keys().map(String::as_str).collect();
+        let constraints: Vec<Constraint> = self
             .constraints
             .iter()
-            .map(|c| Expr::parse(c).map_err(|e| format!("constraint `{c}`: {e}")))
+            .map(|c| constraint(c, &names))
             .collect::<Result<_, _>>()?;
         let mut filtered: Vec<(String, usize)> =
             self.constraints.iter().map(|c| (c.clone(), 0)).collect();
@@ -162,13 +169,17 @@ impl Sweep {
                 params.insert(name.clone(), values[k % values.len()]);
                 k /= values.len();
             }
-            let env = |n: &str| params.get(n).or_else(|| defaults.get(n)).copied();
+            let values: Vec<i64> = defaults
+                .iter()
+                .map(|(n, d)| params.get(n).copied().unwrap_or(*d))
+                .collect();
             let mut keep = true;
             for (c, f) in constraints.iter().zip(filtered.iter_mut()) {
-                if c.eval(&env)
-                    .map_err(|e| format!("constraint `{}`: {e}", f.0))?
-                    == 0
-                {
+                let holds = eval::holds(c, &eval::Params(&values)).map_err(|e| {
+                    let v = Variant::new(&self.base, params.clone());
+                    format!("constraint `{}`: {e} (variant `{}`)", f.0, v.id)
+                })?;
+                if !holds {
                     f.1 += 1;
                     keep = false;
                     break;
@@ -188,137 +199,33 @@ impl Sweep {
     }
 }
 
-/// A constraint: integers, parameter names, `+ - * / %`, comparisons,
-/// `&&`, `||`, `!` and parentheses (true is 1, false 0).
-#[derive(Clone, Debug, PartialEq)]
-enum Expr {
-    Num(i64),
-    Name(String),
-    Not(Box<Expr>),
-    Bin(String, Box<Expr>, Box<Expr>),
-}
-
-impl Expr {
-    fn parse(text: &str) -> Result<Expr, String> {
-        let toks = tokens(text)?;
-        let mut p = 0;
-        let e = parse_bin(&toks, &mut p, 0)?;
-        if p != toks.len() {
-            return Err(format!("unexpected `{}`", toks[p]));
-        }
-        Ok(e)
-    }
-
-    fn eval(&self, env: &dyn Fn(&str) -> Option<i64>) -> Result<i64, String> {
-        Ok(match self {
-            Expr::Num(n) => *n,
-            Expr::Name(n) => env(n).ok_or_else(|| format!("no parameter `{n}`"))?,
-            Expr::Not(a) => i64::from(a.eval(env)? == 0),
-            Expr::Bin(op, a, b) => {
-                let (x, y) = (a.eval(env)?, b.eval(env)?);
-                match op.as_str() {
-                    "+" => x.checked_add(y).ok_or("overflow")?,
-                    "-" => x.checked_sub(y).ok_or("overflow")?,
-                    "*" => x.checked_mul(y).ok_or("overflow")?,
-                    "/" | "%" if y == 0 => return Err("division by zero".into()),
-                    "/" => x / y,
-                    "%" => x % y,
-                    "<" => i64::from(x < y),
-                    "<=" => i64::from(x <= y),
-                    ">" => i64::from(x > y),
-                    ">=" => i64::from(x >= y),
-                    "==" => i64::from(x == y),
-                    "!=" => i64::from(x != y),
-                    "&&" => i64::from(x != 0 && y != 0),
-                    _ => i64::from(x != 0 || y != 0),
-                }
+/// A sweep's constraint, `a CMP b` in the description language
+/// ([`isa_specs::parse_constraint`]), over the variables `names`. A mistake
+/// is an error naming the constraint and the column.
+fn constraint(text: &str, names: &[&str]) -> Result<Constraint, String> {
+    let parsed = isa_specs::parse_constraint(text);
+    let syntax = parsed.is_err();
+    parsed
+        .and_then(|k| eval::resolve_constraint(&k, names))
+        .map_err(|d| {
+            let mut s = format!("constraint `{text}`");
+            if let Some(p) = &d.primary {
+                let before = text.get(..p.span.start as usize).unwrap_or(text);
+                let _ = write!(s, ", column {}", before.chars().count() + 1);
             }
+            let _ = write!(s, ": {}", d.message);
+            let logic =
+                text.contains("&&") || text.contains("||") || text.replace("!=", "").contains('!');
+            if syntax && logic {
+                s.push_str(
+                    " (a constraint is one comparison: write `a && b` as two constraints, \
+                     `!(a < b)` as `a >= b`, and `a <= x || b <= y` as `min(a - x, b - y) <= 0`)",
+                );
+            } else if let Some(h) = &d.help {
+                let _ = write!(s, " ({h})");
+            }
+            s
         })
-    }
-}
-
-const LEVELS: &[&[&str]] = &[
-    &["||"],
-    &["&&"],
-    &["==", "!="],
-    &["<", "<=", ">", ">="],
-    &["+", "-"],
-    &["*", "/", "%"],
-];
-
-fn tokens(text: &str) -> Result<Vec<String>, String> {
-    let c: Vec<char> = text.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < c.len() {
-        if c[i].is_whitespace() {
-            i += 1;
-        } else if c[i].is_ascii_alphanumeric() || c[i] == '_' {
-            let s = i;
-            while i < c.len() && (c[i].is_ascii_alphanumeric() || c[i] == '_') {
-                i += 1;
-            }
-            out.push(c[s..i].iter().collect());
-        } else {
-            let two: String = c[i..(i + 2).min(c.len())].iter().collect();
-            if ["<=", ">=", "==", "!=", "&&", "||"].contains(&two.as_str()) {
-                out.push(two);
-                i += 2;
-            } else if "+-*/%<>()!".contains(c[i]) {
-                out.push(c[i].to_string());
-                i += 1;
-            } else {
-                return Err(format!("unexpected character `{}`", c[i]));
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn parse_bin(t: &[String], p: &mut usize, level: usize) -> Result<Expr, String> {
-    if level == LEVELS.len() {
-        return parse_atom(t, p);
-    }
-    let mut left = parse_bin(t, p, level + 1)?;
-    while *p < t.len() && LEVELS[level].contains(&t[*p].as_str()) {
-        let op = t[*p].clone();
-        *p += 1;
-        let right = parse_bin(t, p, level + 1)?;
-        left = Expr::Bin(op, Box::new(left), Box::new(right));
-    }
-    Ok(left)
-}
-
-fn parse_atom(t: &[String], p: &mut usize) -> Result<Expr, String> {
-    let tok = t.get(*p).ok_or("unexpected end")?.clone();
-    *p += 1;
-    match tok.as_str() {
-        "(" => {
-            let e = parse_bin(t, p, 0)?;
-            if t.get(*p).map(String::as_str) != Some(")") {
-                return Err("missing `)`".into());
-            }
-            *p += 1;
-            Ok(e)
-        }
-        "!" => Ok(Expr::Not(Box::new(parse_atom(t, p)?))),
-        "-" => Ok(Expr::Bin(
-            "-".into(),
-            Box::new(Expr::Num(0)),
-            Box::new(parse_atom(t, p)?),
-        )),
-        _ if tok.chars().all(|c| c.is_ascii_digit()) => {
-            tok.parse().map(Expr::Num).map_err(|e| e.to_string())
-        }
-        _ if tok
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_') =>
-        {
-            Ok(Expr::Name(tok))
-        }
-        _ => Err(format!("unexpected `{tok}`")),
-    }
 }
 
 /// Area of a machine in mm²: units (per copy), memories and register files
@@ -1102,5 +1009,68 @@ mod tests {
         }
         assert!(err("FOO > 1").contains("no parameter `FOO`"));
         assert!(err("SA_ROWS / (MXUS - MXUS) > 1").contains("division by zero"));
+    }
+
+    #[test]
+    fn constraint_errors_give_the_column_and_what_to_do() {
+        let err = |c: &str| sweep(&[c]).expand().expect_err(c);
+        assert_eq!(
+            err("SA_ROWS <"),
+            "constraint `SA_ROWS <`, column 10: expected an expression, found the end of the \
+             constraint (see docs/isa-language.md for the syntax)"
+        );
+        assert!(
+            err("SA_ROWS <= 64 $").starts_with("constraint `SA_ROWS <= 64 $`, column 15: "),
+            "{}",
+            err("SA_ROWS <= 64 $")
+        );
+        assert_eq!(
+            err("MXUS * SA_ROW <= 256"),
+            "constraint `MXUS * SA_ROW <= 256`, column 8: no parameter `SA_ROW` \
+             (did you mean `SA_ROWS`?)"
+        );
+        assert!(err("FOO > 1").starts_with("constraint `FOO > 1`, column 1: no parameter `FOO`"));
+        assert!(err("frob(MXUS) > 1").contains("column 1: unknown function `frob`"));
+        // The logical operators of the former constraint language.
+        for c in [
+            "MXUS < 4 && SA_ROWS < 128",
+            "MXUS < 4 || SA_ROWS < 128",
+            "!(MXUS < 4)",
+        ] {
+            assert!(
+                err(c)
+                    .contains("a constraint is one comparison: write `a && b` as two constraints"),
+                "{}",
+                err(c)
+            );
+        }
+        // An evaluation error names the variant.
+        assert!(
+            err("SA_ROWS / (MXUS - MXUS) > 1").ends_with(
+                "division by zero (variant `vliw-systolic:DMA_ENGINES=1,HBM_GBPS=599,MXUS=1,SA_ROWS=32`)"
+            ),
+            "{}",
+            err("SA_ROWS / (MXUS - MXUS) > 1")
+        );
+    }
+
+    #[test]
+    fn constraints_take_the_description_languages_functions_and_numbers() {
+        // `a || b` as the docs suggest, functions, reals, size suffixes.
+        same("min(MXUS - 2, SA_ROWS - 64) <= 0", &|v| {
+            v("MXUS") <= 2 || v("SA_ROWS") <= 64
+        });
+        same("max(SA_ROWS, MXUS * 64) <= 128", &|v| {
+            v("SA_ROWS").max(v("MXUS") * 64) <= 128
+        });
+        same("log2(SA_ROWS) + log2(MXUS) <= 8", &|v| {
+            v("SA_ROWS") * v("MXUS") <= 256
+        });
+        same("SA_ROWS * 0.5 >= 64", &|v| v("SA_ROWS") >= 128);
+        same("SA_ROWS * MXUS * 1 KiB <= 0x4_0000", &|v| {
+            v("SA_ROWS") * v("MXUS") <= 256
+        });
+        // Parameters that are not swept keep the machine's default.
+        same("SA_ROWS <= SA_COLS", &|v| v("SA_ROWS") <= 128);
     }
 }
