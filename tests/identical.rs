@@ -129,8 +129,12 @@ fn every_program_is_byte_for_byte_what_is_stored() {
         std::fs::write(&path, &now).expect("the golden file is writable");
         return;
     }
-    let stored = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (write it with TESSERA_BLESS_OUTPUTS=1)", path.display()));
+    let stored = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (write it with TESSERA_BLESS_OUTPUTS=1)",
+            path.display()
+        )
+    });
     let stored: Vec<&str> = stored.lines().collect();
     let now: Vec<&str> = now.lines().collect();
     let changed: Vec<String> = now

@@ -413,5 +413,3 @@ pub fn gemm_graph(m: usize, k: usize, n: usize) -> Graph {
     g.outputs.push(c);
     g
 }
-
-

@@ -19,7 +19,10 @@ fn the_docs_flag_table_is_the_options_table() {
         std::fs::write(&path, new).expect("docs/compiler.md is writable");
         return;
     }
-    assert_eq!(now, table, "docs/compiler.md's flag table is out of date: TESSERA_BLESS_DOCS=1 writes it");
+    assert_eq!(
+        now, table,
+        "docs/compiler.md's flag table is out of date: TESSERA_BLESS_DOCS=1 writes it"
+    );
 }
 
 #[test]

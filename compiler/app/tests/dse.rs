@@ -4,9 +4,9 @@
 
 mod cli_util;
 use cli_util::{root, tessera};
-use tessera::dse::{Results, Sweep, Values};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use tessera::dse::{Results, Sweep, Values};
 
 fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("tessera-dse-{name}-{}", std::process::id()));

@@ -42,6 +42,90 @@ impl Lowerer<'_> {
         m: &Machine,
         times: &mut PassTimes,
     ) -> Result<Compiled, LowerError> {
+        let buffers = self.place_buffers(m, times)?;
+        let (code, insts) = self.allocate_registers(m, times)?;
+        let rules = sched::Rules {
+            transfers_are_barriers: !self.opts.overlap_transfers,
+            reverse_priorities: self.opts.reverse_priorities,
+            finish_chains: self.opts.finish_chains,
+        };
+        let (bundles, placed) = sched::schedule_checked(t, m, &insts, rules, times)
+            .map_err(|e| err(format!("schedule is invalid: {}", e.join("; "))))?;
+        let mut program = encode_program(t, m, &bundles, times)?;
+        program.data = std::mem::take(&mut self.pool.data);
+        let home_name = m.memories[self.home_mem().index()].name.clone();
+        let desc = |v: ValueId, h: &Home| -> Result<TensorDesc, LowerError> {
+            Ok(TensorDesc {
+                name: self.g.values[v.index()].name.clone(),
+                dtype: h.dtype,
+                shape: self.g.ty(v).shape.iter().map(|d| *d as u64).collect(),
+                memory: home_name.clone(),
+                addr: h.addr()?,
+                pitch: if h.pitch == h.cols { 0 } else { h.pitch as u64 },
+            })
+        };
+        for v in &self.g.inputs {
+            let h = &self.layout.homes[v];
+            program.inputs.push(desc(*v, h)?);
+        }
+        for v in &self.g.outputs {
+            let h = self
+                .layout
+                .homes
+                .get(v)
+                .ok_or_else(|| err("a graph output has no place at home"))?;
+            program.outputs.push(desc(*v, h)?);
+        }
+        let macs = self.g.nodes.iter().map(|n| node_macs(self.g, n)).sum();
+        let region_stats = times.time("statistics", || {
+            let latency: Vec<u64> = insts
+                .iter()
+                .map(|i| t.isa().latency(m, i).max(0) as u64)
+                .collect();
+            self.region_stats(&placed, &latency, bundles.len())
+        });
+        let min_home_bytes = self
+            .g
+            .inputs
+            .iter()
+            .chain(&self.g.outputs)
+            .map(|v| self.g.ty(*v).numel() as u64 * self.layout.homes[v].dtype.bytes())
+            .chain(self.g.constants.iter().map(|(v, t)| {
+                let packed = self.pool.packed_elem_bytes.get(v).copied();
+                t.ty.numel() as u64 * packed.unwrap_or(u64::MAX).min(self.layout.act.bytes())
+            }))
+            .sum();
+        Ok(Compiled {
+            program,
+            bundles,
+            insts,
+            regions: self.plan.regions,
+            selected: code,
+            buffers,
+            macs,
+            min_home_bytes,
+            region_stats,
+            notes: match &self.kept.residency_blocked {
+                Some(why) if self.opts.residency => {
+                    vec![format!("values not kept on chip across regions: {why}")]
+                }
+                _ => Vec::new(),
+            },
+            space: self.plan.space,
+            kept_on_chip: self.kept.kept_until.len(),
+            passes: PassTimes::default(),
+        })
+    }
+
+    /// Places the on-chip buffers of each memory by liveness (apart where
+    /// there is room, `Options::spread_buffers`), checks each plan, and
+    /// fixes the addresses of the instructions that name them: each memory's
+    /// `(name, peak bytes, capacity)`.
+    fn place_buffers(
+        &mut self,
+        m: &Machine,
+        times: &mut PassTimes,
+    ) -> Result<Vec<(String, u64, u64)>, LowerError> {
         // On-chip buffers, per memory.
         let mut buffers = Vec::new();
         let mut bases = vec![0u64; self.e.bufs.len()];
@@ -108,6 +192,17 @@ impl Lowerer<'_> {
                 *a += bases[b];
             }
         }
+        Ok(buffers)
+    }
+
+    /// Allocates the registers of the code emitted (each virtual register
+    /// within the side of its file it prefers) and checks the allocation
+    /// and every instruction's constraints: the code and its instructions.
+    fn allocate_registers(
+        &mut self,
+        m: &Machine,
+        times: &mut PassTimes,
+    ) -> Result<(Vec<regalloc::VInst>, Vec<MInst>), LowerError> {
         let code = std::mem::take(&mut self.e.code);
         let insts = times
             .time("registers", || {
@@ -128,87 +223,29 @@ impl Lowerer<'_> {
                     .map_err(|e| err(format!("after placement: {e}")))
             })
         })?;
-        let rules = sched::Rules {
-            transfers_are_barriers: !self.opts.overlap_transfers,
-            reverse_priorities: self.opts.reverse_priorities,
-            finish_chains: self.opts.finish_chains,
-        };
-        let (bundles, placed) = sched::schedule_checked(t, m, &insts, rules, times)
-            .map_err(|e| err(format!("schedule is invalid: {}", e.join("; "))))?;
-        let mut program = Program::new(m);
-        times.time("encode", || {
-            bundles.iter().try_for_each(|b| {
-                let word = isa_specs::target::encode_bundle(t.isa(), m, b)
-                    .map_err(|e| err(e.to_string()))?;
-                if program.code.is_empty() {
-                    // Bundles are mostly of one size: grow once, not by doubling.
-                    program.code.reserve(word.len() * bundles.len());
-                }
-                program.code.extend_from_slice(&word);
-                Ok::<_, LowerError>(())
-            })
-        })?;
-        program.data = std::mem::take(&mut self.pool.data);
-        let home_name = m.memories[self.home_mem().index()].name.clone();
-        let desc = |v: ValueId, h: &Home| -> Result<TensorDesc, LowerError> {
-            Ok(TensorDesc {
-                name: self.g.values[v.index()].name.clone(),
-                dtype: h.dtype,
-                shape: self.g.ty(v).shape.iter().map(|d| *d as u64).collect(),
-                memory: home_name.clone(),
-                addr: h.addr()?,
-                pitch: if h.pitch == h.cols { 0 } else { h.pitch as u64 },
-            })
-        };
-        for v in &self.g.inputs {
-            let h = &self.layout.homes[v];
-            program.inputs.push(desc(*v, h)?);
-        }
-        for v in &self.g.outputs {
-            let h = self
-                .layout.homes
-                .get(v)
-                .ok_or_else(|| err("a graph output has no place at home"))?;
-            program.outputs.push(desc(*v, h)?);
-        }
-        let macs = self.g.nodes.iter().map(|n| node_macs(self.g, n)).sum();
-        let region_stats = times.time("statistics", || {
-            let latency: Vec<u64> = insts
-                .iter()
-                .map(|i| t.isa().latency(m, i).max(0) as u64)
-                .collect();
-            self.region_stats(&placed, &latency, bundles.len())
-        });
-        let min_home_bytes = self
-            .g
-            .inputs
-            .iter()
-            .chain(&self.g.outputs)
-            .map(|v| self.g.ty(*v).numel() as u64 * self.layout.homes[v].dtype.bytes())
-            .chain(self.g.constants.iter().map(|(v, t)| {
-                let packed = self.pool.packed_elem_bytes.get(v).copied();
-                t.ty.numel() as u64 * packed.unwrap_or(u64::MAX).min(self.layout.act.bytes())
-            }))
-            .sum();
-        Ok(Compiled {
-            program,
-            bundles,
-            insts,
-            regions: self.plan.regions,
-            selected: code,
-            buffers,
-            macs,
-            min_home_bytes,
-            region_stats,
-            notes: match &self.kept.residency_blocked {
-                Some(why) if self.opts.residency => {
-                    vec![format!("values not kept on chip across regions: {why}")]
-                }
-                _ => Vec::new(),
-            },
-            space: self.plan.space,
-            kept_on_chip: self.kept.kept_until.len(),
-            passes: PassTimes::default(),
-        })
+        Ok((code, insts))
     }
+}
+
+/// The bundles encoded into a program's code.
+fn encode_program(
+    t: &targets::Target,
+    m: &Machine,
+    bundles: &[Bundle],
+    times: &mut PassTimes,
+) -> Result<Program, LowerError> {
+    let mut program = Program::new(m);
+    times.time("encode", || {
+        bundles.iter().try_for_each(|b| {
+            let word =
+                isa_specs::target::encode_bundle(t.isa(), m, b).map_err(|e| err(e.to_string()))?;
+            if program.code.is_empty() {
+                // Bundles are mostly of one size: grow once, not by doubling.
+                program.code.reserve(word.len() * bundles.len());
+            }
+            program.code.extend_from_slice(&word);
+            Ok::<_, LowerError>(())
+        })
+    })?;
+    Ok(program)
 }

@@ -217,12 +217,18 @@ mod tests {
             message: "the target lacks `d = exp(a)`".into(),
         };
         let at = e.clone().at(&n).at(&n);
-        assert_eq!(at.to_string(), "Add node `n1`: the target lacks `d = exp(a)`");
+        assert_eq!(
+            at.to_string(),
+            "Add node `n1`: the target lacks `d = exp(a)`"
+        );
         assert_eq!(at.node(), Some("n1"));
         assert!(at.lacks("d = exp(a)") && !at.lacks("d = a + b"));
         assert_eq!(at.cause(), &e);
         let r = at.reworded(|m| format!("x: {m}"));
-        assert_eq!(r.to_string(), "Add node `n1`: x: the target lacks `d = exp(a)`");
+        assert_eq!(
+            r.to_string(),
+            "Add node `n1`: x: the target lacks `d = exp(a)`"
+        );
         assert!(r.lacks("d = exp(a)"));
         assert_eq!(err("plain").to_string(), "plain");
     }

@@ -226,7 +226,8 @@ impl Lowerer<'_> {
             return Ok(false);
         };
         let home_of = |l: &Self, v: ValueId| {
-            l.layout.homes
+            l.layout
+                .homes
                 .get(&v)
                 .cloned()
                 .ok_or_else(|| err("operand without a home"))
@@ -506,7 +507,8 @@ impl Lowerer<'_> {
             return Err(err("tiles from home land in no memory"));
         };
         let home_of = |l: &Self, v: ValueId| {
-            l.layout.homes
+            l.layout
+                .homes
                 .get(&v)
                 .cloned()
                 .ok_or_else(|| err("operand without a home"))

@@ -301,7 +301,8 @@ impl Lowerer<'_> {
         // home saved); not from a result kept on chip to a layout at home
         // (the copy reads on chip, and measured faster than the product's
         // strided stores to home).
-        self.layout.transposed
+        self.layout
+            .transposed
             .retain(|&(t, x)| kept.contains_key(&g.nodes[t].outputs[0]) || !kept.contains_key(&x));
         for &(_, x) in &self.layout.transposed {
             kept.remove(&x);
@@ -390,7 +391,9 @@ impl Lowerer<'_> {
                 }
             }
             if let Some(&(mem, until)) = kept.get(&v) {
-                let dtype = self.product_operand_dtype(v, mem).unwrap_or(self.layout.act);
+                let dtype = self
+                    .product_operand_dtype(v, mem)
+                    .unwrap_or(self.layout.act);
                 // A join (a KV cache with its new row) kept in dense rows
                 // where transfers take them: the parts from home land in
                 // place, with no copy on chip (rows padded to whole
@@ -402,10 +405,9 @@ impl Lowerer<'_> {
                 // Read transposed by products, whose instructions read
                 // operands dense (rows of `N` padded past `K` would be summed).
                 let read_transposed = dtype != self.layout.act
-                    && g.nodes
-                        .iter()
-                        .enumerate()
-                        .all(|(k, n)| !n.inputs.contains(&v) || self.layout.b_transposes.contains(&k));
+                    && g.nodes.iter().enumerate().all(|(k, n)| {
+                        !n.inputs.contains(&v) || self.layout.b_transposes.contains(&k)
+                    });
                 let pad = if read_transposed
                     || (joined
                         && self.opts.dense_joins
@@ -449,7 +451,8 @@ impl Lowerer<'_> {
         // Products written straight into the layout of their transpose.
         for &(t, x) in &self.layout.transposed {
             let y = g.nodes[t].outputs[0];
-            let (Some(hy), shape) = (self.layout.homes.get(&y).cloned(), g.ty(x).shape.clone()) else {
+            let (Some(hy), shape) = (self.layout.homes.get(&y).cloned(), g.ty(x).shape.clone())
+            else {
                 continue;
             };
             let r = shape.len();
@@ -474,7 +477,8 @@ impl Lowerer<'_> {
     /// as `S` dense rows of tokens, which its views `[S, H * D]` read.
     pub(super) fn token_rows(&self, y: ValueId, granule: i64) -> Option<(i64, i64)> {
         let g = self.g;
-        self.layout.transposed
+        self.layout
+            .transposed
             .iter()
             .find(|&&(t, _)| g.nodes[t].outputs[0] == y)?;
         let shape = &g.ty(y).shape;
@@ -706,7 +710,8 @@ impl Lowerer<'_> {
             && !g.outputs.contains(&y)
             && readers.all(|k| {
                 let n = &g.nodes[k];
-                (matches!(n.op, Op::MatMul) && several_rows(n)) || self.layout.b_transposes.contains(&k)
+                (matches!(n.op, Op::MatMul) && several_rows(n))
+                    || self.layout.b_transposes.contains(&k)
             })
     }
 
@@ -777,7 +782,8 @@ impl Lowerer<'_> {
             return None;
         }
         let want = |operand: usize| {
-            self.fusion.contractions
+            self.fusion
+                .contractions
                 .iter()
                 .filter_map(|c| c.locs(&self.e))
                 .map(|l| l[operand])

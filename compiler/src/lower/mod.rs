@@ -35,8 +35,8 @@
 
 mod backend;
 mod copy;
-mod error;
 pub mod emit;
+mod error;
 pub mod gemv;
 mod layout;
 pub mod machine;
@@ -57,32 +57,32 @@ pub mod types;
 
 use crate::ir::{Graph, Op, ValueId};
 use crate::passes::{canon, fuse, rowgroups};
-use error::{err, overflow};
-pub use error::LowerError;
 use crate::timing::PassTimes;
 use crate::{memplan, regalloc, sched};
+pub use backend::print_virtual;
 use emit::{Base, BufInfo, Emitter, MemTile, Pad, Val};
+pub use error::LowerError;
+use error::{err, overflow};
 use isa_specs::Machine;
 use isa_specs::model::Func;
 use isa_specs::model::{DType, MemId, OperandKind};
 use isa_specs::program::{DataSegment, Program, TensorDesc};
 use isa_specs::target::{Bundle, MInst};
+use layout::Layout;
+use layout::{Home, cast_is_view, view};
 use machine::{Info, Loc, Place};
 use mapping::{Mappings, Order, SpaceEntry};
 use ops::{Contraction, Ew, Step};
-pub use backend::print_virtual;
-use layout::{Home, cast_is_view, view};
-pub use pool::{broadcast_offsets, encode, encode_elements, encode_into};
-use pool::{PackKey, PanelKey};
-pub use stats::{RegionStats, Roofline, roof};
-use stats::node_macs;
-use tiles::{Operand, TileCache, widest_spread};
-use layout::Layout;
+pub use options::{Fallback, OPTIONS, Opt, OptionInfo, Options, When, fallbacks};
 use pool::Pool;
+use pool::{PackKey, PanelKey};
+pub use pool::{broadcast_offsets, encode, encode_elements, encode_into};
 use regions::{Fusion, RegionPlan, Trials};
 use residency::Kept;
-pub use options::{Fallback, OPTIONS, Opt, OptionInfo, Options, When, fallbacks};
+use stats::node_macs;
+pub use stats::{RegionStats, Roofline, roof};
 use std::collections::HashMap;
+use tiles::{Operand, TileCache, widest_spread};
 
 /// What compiling produced, stage by stage.
 #[derive(Debug, Clone)]
@@ -311,6 +311,50 @@ fn compile_once(
             ),
         }));
     }
+    let act = activation_dtype(m, &info).map_err(plain)?;
+    let build = |unfronted: &[usize], unskipped: &[usize]| {
+        let mut l = Lowerer::new(t, m, g, &info, act, opts, mappings);
+        l.decide_fusion(unfronted, unskipped);
+        l.kept.evicted = evicted;
+        l
+    };
+    let started = std::time::Instant::now();
+    // A row group that took its producer's element-wise nodes must lower as
+    // one region: it is tried (then undone) where its producer is lowered.
+    // Where it does not lower, the groups are formed again without that,
+    // and the layout made again, so its producer keeps the nodes in its
+    // epilogue and residency weighs their values like any others.
+    let mut unfronted: Vec<usize> = Vec::new();
+    let mut unskipped: Vec<usize> = Vec::new();
+    let l = loop {
+        let mut l = build(&unfronted, &unskipped);
+        let front = (|| {
+            l.layout()?;
+            l.lower_nodes()?;
+            l.merge_attention_regions();
+            l.e.finish().map_err(err)
+        })();
+        match front {
+            Ok(()) => break l,
+            Err(_) if l.trials.unskip.is_some() => unskipped.extend(l.trials.unskip),
+            Err(_) if l.trials.unfront.is_some() => unfronted.extend(l.trials.unfront),
+            Err(e) => {
+                let blame = l
+                    .touches_kept(&e)
+                    .then(|| g.nodes[l.lowering_node].name.clone());
+                times.add("lower", started.elapsed());
+                return Err((e, blame));
+            }
+        }
+    };
+    times.add("lower", started.elapsed().saturating_sub(l.pool.packing));
+    times.add("pack constants", l.pool.packing);
+    l.back_end(t, m, times).map_err(plain)
+}
+
+/// The type activations are kept in at home: the first of f32, bf16 and f16
+/// that the home memory can both load and store.
+fn activation_dtype(m: &Machine, info: &Info) -> Result<DType, LowerError> {
     let home_mem = info.home;
     let loadable = |dt: DType| {
         let here = Loc {
@@ -319,16 +363,28 @@ fn compile_once(
         };
         info.copies.iter().any(|c| c.from == here) && info.copies.iter().any(|c| c.to == here)
     };
-    let act = [DType::F32, DType::Bf16, DType::F16]
+    [DType::F32, DType::Bf16, DType::F16]
         .into_iter()
         .find(|d| loadable(*d))
         .ok_or_else(|| {
-            plain(err(format!(
+            err(format!(
                 "no instruction loads or stores floating-point tensors of memory `{}`",
                 m.memories[home_mem.index()].name
-            )))
-        })?;
-    let build = |unfronted: &[usize], unskipped: &[usize]| {
+            ))
+        })
+}
+
+impl<'a> Lowerer<'a> {
+    /// A lowerer of `g` for machine `m` with nothing decided yet.
+    fn new(
+        t: &'a targets::Target,
+        m: &'a Machine,
+        g: &'a Graph,
+        info: &'a Info,
+        act: DType,
+        opts: Options,
+        mappings: &'a Mappings,
+    ) -> Lowerer<'a> {
         let mut l = Lowerer {
             g,
             e: Emitter::new(m, t.isa(), &info),
@@ -387,74 +443,51 @@ fn compile_once(
             mappings,
         };
         l.e.spread_transfers = opts.spread_transfers;
-        if opts.fuse_attention {
-            l.fusion.attentions = fuse::attention(g)
+        l
+    }
+
+    /// The fusion decisions taken on the graph before layout: attentions,
+    /// row groups (but those started at `unfronted` taking their
+    /// producer's nodes), the masked work they skip (but for the groups
+    /// `unskipped`), the contractions, and the transposes and slices the
+    /// layout reads in place.
+    fn decide_fusion(&mut self, unfronted: &[usize], unskipped: &[usize]) {
+        if self.opts.fuse_attention {
+            self.fusion.attentions = fuse::attention(self.g)
                 .into_iter()
                 .map(|a| (a, (0, 0)))
                 .collect();
         }
-        if opts.fuse_rows && opts.broadcast_rows {
+        if self.opts.fuse_rows && self.opts.broadcast_rows {
             // Only groups the machine can compute: the others' values are
             // candidates for residency like any.
-            l.fusion.row_groups = rowgroups::row_groups_with(g, unfronted, ops::can_broadcast_rows(&l.e))
-                .into_iter()
-                .filter(|r| !l.row_candidates(r).is_empty())
-                .collect();
-            if opts.skip_masked {
-                l.fusion.skips = l
-                    .fusion.row_groups
+            self.fusion.row_groups =
+                rowgroups::row_groups_with(self.g, unfronted, ops::can_broadcast_rows(&self.e))
+                    .into_iter()
+                    .filter(|r| !self.row_candidates(r).is_empty())
+                    .collect();
+            if self.opts.skip_masked {
+                self.fusion.skips = self
+                    .fusion
+                    .row_groups
                     .iter()
                     .filter(|r| !unskipped.contains(&r.seed))
                     .filter_map(|r| {
-                        let (file, plan) = l.row_candidates(r).into_iter().next()?;
-                        rows::masked::skip(g, r, &plan, file, l.e.granule(file))
+                        let (file, plan) = self.row_candidates(r).into_iter().next()?;
+                        rows::masked::skip(self.g, r, &plan, file, self.e.granule(file))
                     })
                     .collect();
             }
         }
-        l.fusion.contractions = ops::contractions(&l.e);
-        l.layout.dot_transposes = l.dot_transposes();
-        if opts.layout_fusion {
-            l.layout.transposed = Lowerer::transposed_products(g);
-            l.layout.b_transposes = l.b_transposes();
-            l.layout.sliced = l.sliced_transposes();
-            l.layout.head_views = l.head_views();
+        self.fusion.contractions = ops::contractions(&self.e);
+        self.layout.dot_transposes = self.dot_transposes();
+        if self.opts.layout_fusion {
+            self.layout.transposed = Self::transposed_products(self.g);
+            self.layout.b_transposes = self.b_transposes();
+            self.layout.sliced = self.sliced_transposes();
+            self.layout.head_views = self.head_views();
         }
-        l.kept.evicted = evicted;
-        l
-    };
-    let started = std::time::Instant::now();
-    // A row group that took its producer's element-wise nodes must lower as
-    // one region: it is tried (then undone) where its producer is lowered.
-    // Where it does not lower, the groups are formed again without that,
-    // and the layout made again, so its producer keeps the nodes in its
-    // epilogue and residency weighs their values like any others.
-    let mut unfronted: Vec<usize> = Vec::new();
-    let mut unskipped: Vec<usize> = Vec::new();
-    let l = loop {
-        let mut l = build(&unfronted, &unskipped);
-        let front = (|| {
-            l.layout()?;
-            l.lower_nodes()?;
-            l.merge_attention_regions();
-            l.e.finish().map_err(err)
-        })();
-        match front {
-            Ok(()) => break l,
-            Err(_) if l.trials.unskip.is_some() => unskipped.extend(l.trials.unskip),
-            Err(_) if l.trials.unfront.is_some() => unfronted.extend(l.trials.unfront),
-            Err(e) => {
-                let blame = l
-                    .touches_kept(&e)
-                    .then(|| g.nodes[l.lowering_node].name.clone());
-                times.add("lower", started.elapsed());
-                return Err((e, blame));
-            }
-        }
-    };
-    times.add("lower", started.elapsed().saturating_sub(l.pool.packing));
-    times.add("pack constants", l.pool.packing);
-    l.back_end(t, m, times).map_err(plain)
+    }
 }
 
 #[cfg(test)]

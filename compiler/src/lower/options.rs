@@ -321,6 +321,9 @@ mod tests {
     #[test]
     fn the_fallback_order_is_the_ranks() {
         let order: Vec<&str> = fallbacks().iter().map(|(o, _)| o.info().name).collect();
-        assert_eq!(order, ["fuse_rows", "residency", "broadcast_rows", "fuse_attention"]);
+        assert_eq!(
+            order,
+            ["fuse_rows", "residency", "broadcast_rows", "fuse_attention"]
+        );
     }
 }

@@ -172,12 +172,14 @@ impl Lowerer<'_> {
             ));
         }
         let xh = self
-            .layout.homes
+            .layout
+            .homes
             .get(&x)
             .cloned()
             .ok_or_else(|| err("operand without a home"))?;
         let oh = self
-            .layout.homes
+            .layout
+            .homes
             .get(&out)
             .cloned()
             .ok_or_else(|| err("output without a home"))?;

@@ -62,12 +62,15 @@ impl Lowerer<'_> {
         region: (String, usize),
     ) -> Result<(), LowerError> {
         let end = self.e.code.len();
-        self.plan.region_parts
+        self.plan
+            .region_parts
             .push((members.to_vec(), (end - region.1, end)));
         if let Some(side) = self.e.side {
             for &k in members {
                 for &v in &self.g.nodes[k].outputs {
-                    self.plan.value_sides.insert(v, (self.plan.regions.len(), side));
+                    self.plan
+                        .value_sides
+                        .insert(v, (self.plan.regions.len(), side));
                 }
             }
         }
@@ -88,13 +91,18 @@ impl Lowerer<'_> {
         let mut merged: Vec<(String, usize)> = Vec::new();
         let mut groups: Vec<Vec<usize>> = Vec::new();
         let mut at: HashMap<usize, usize> = HashMap::new();
-        for (k, (name, n)) in std::mem::take(&mut self.plan.regions).into_iter().enumerate() {
+        for (k, (name, n)) in std::mem::take(&mut self.plan.regions)
+            .into_iter()
+            .enumerate()
+        {
             let root = self
-                .plan.region_parts
+                .plan
+                .region_parts
                 .get(k)
                 .and_then(|(ms, _)| ms.first().copied());
             let which = root.and_then(|r| {
-                self.fusion.attentions
+                self.fusion
+                    .attentions
                     .iter()
                     .position(|(a, _)| a.nodes.contains(&r))
             });
@@ -173,7 +181,13 @@ impl Lowerer<'_> {
             if g.constants.contains_key(&n.outputs[0]) {
                 continue;
             }
-            if let Some(grp) = self.fusion.row_groups.iter().find(|r| r.nodes[0] == ni).cloned() {
+            if let Some(grp) = self
+                .fusion
+                .row_groups
+                .iter()
+                .find(|r| r.nodes[0] == ni)
+                .cloned()
+            {
                 let before = self.e.code.len();
                 if self.row_group(&grp)? {
                     for &k in &grp.nodes {
@@ -196,7 +210,9 @@ impl Lowerer<'_> {
             }
             match &n.op {
                 // A slice's reshape its transpose reads through.
-                Op::Reshape { .. } if self.layout.sliced.values().any(|s| s.nodes.contains(&ni)) => {
+                Op::Reshape { .. }
+                    if self.layout.sliced.values().any(|s| s.nodes.contains(&ni)) =>
+                {
                     continue;
                 }
                 Op::Reshape { .. } | Op::Identity => {
@@ -279,9 +295,13 @@ impl Lowerer<'_> {
                 Op::Transpose { .. } if self.layout.dot_transposes.contains(&ni) => continue,
                 Op::Transpose { .. } if self.layout.b_transposes.contains(&ni) => continue,
                 // Its product wrote its result in place.
-                Op::Transpose { .. } if self.layout.transposed.iter().any(|&(t, _)| t == ni) => continue,
+                Op::Transpose { .. } if self.layout.transposed.iter().any(|&(t, _)| t == ni) => {
+                    continue;
+                }
                 // Its readers read its input's heads in place.
-                Op::Transpose { .. } if self.layout.head_views.contains_key(&n.outputs[0]) => continue,
+                Op::Transpose { .. } if self.layout.head_views.contains_key(&n.outputs[0]) => {
+                    continue;
+                }
                 Op::Transpose { perm } => {
                     let before = self.e.code.len();
                     self.transpose(n, perm).map_err(|e| Self::at_node(n, e))?;
@@ -314,7 +334,8 @@ impl Lowerer<'_> {
                 // it (see `rows`), if the group lowers as one region (else
                 // the compile starts again without the group taking it).
                 if let Some(gi) = self
-                    .fusion.row_groups
+                    .fusion
+                    .row_groups
                     .iter()
                     .position(|r| r.nodes[0] != r.seed && r.nodes.contains(&nj))
                 {
@@ -470,7 +491,8 @@ impl Lowerer<'_> {
         let root = &g.nodes[members[0]];
         let out = g.nodes[*members.last().unwrap_or(&0)].outputs[0];
         let out_home = self
-            .layout.homes
+            .layout
+            .homes
             .get(&out)
             .cloned()
             .ok_or_else(|| err("output without a home"))?;
@@ -503,8 +525,8 @@ impl Lowerer<'_> {
         if let Op::MatMul = root.op {
             root_input = None;
         } else {
-            let ew = Ew::of(&root.op)
-                .ok_or_else(|| Self::node_err(root, "not an element-wise op"))?;
+            let ew =
+                Ew::of(&root.op).ok_or_else(|| Self::node_err(root, "not an element-wise op"))?;
             if ew.binary() {
                 let (a, b) = (root.inputs[0], root.inputs[1]);
                 let full = |v: ValueId| {

@@ -103,19 +103,39 @@ impl Lowerer<'_> {
             })
             .map(|(_, r)| *r)
             .collect();
-        for n in g.nodes.iter().filter(|n| self.kept.evicted.contains(&n.name)) {
+        for n in g
+            .nodes
+            .iter()
+            .filter(|n| self.kept.evicted.contains(&n.name))
+        {
             for v in n.inputs.iter().chain(&n.outputs) {
                 excluded.insert(*alias.get(v).unwrap_or(v));
             }
         }
         // Values inside a row group live in registers.
         let in_rows: std::collections::HashSet<ValueId> = self
-            .fusion.row_groups
+            .fusion
+            .row_groups
             .iter()
             .flat_map(|r| r.inner(g))
-            .chain(self.layout.dot_transposes.iter().map(|&t| g.nodes[t].outputs[0]))
-            .chain(self.layout.b_transposes.iter().map(|&t| g.nodes[t].outputs[0]))
-            .chain(self.layout.sliced.values().map(|s| g.nodes[s.nodes[0]].outputs[0]))
+            .chain(
+                self.layout
+                    .dot_transposes
+                    .iter()
+                    .map(|&t| g.nodes[t].outputs[0]),
+            )
+            .chain(
+                self.layout
+                    .b_transposes
+                    .iter()
+                    .map(|&t| g.nodes[t].outputs[0]),
+            )
+            .chain(
+                self.layout
+                    .sliced
+                    .values()
+                    .map(|s| g.nodes[s.nodes[0]].outputs[0]),
+            )
             .collect();
         let in_epilogue = self.fused_into_epilogues(alias);
         let candidate = |v: ValueId| {
@@ -227,7 +247,8 @@ impl Lowerer<'_> {
             }
         }
         let in_rows: std::collections::HashSet<usize> = self
-            .fusion.row_groups
+            .fusion
+            .row_groups
             .iter()
             .flat_map(|r| r.nodes.iter().copied())
             .collect();
@@ -261,7 +282,8 @@ impl Lowerer<'_> {
             .node()
             .and_then(|name| g.nodes.iter().find(|n| n.name == name));
         let on_chip = |v: &ValueId| {
-            self.layout.homes
+            self.layout
+                .homes
                 .get(v)
                 .is_some_and(|h| matches!(h.base, Base::Buf(_)))
         };

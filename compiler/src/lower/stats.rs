@@ -139,7 +139,8 @@ impl Lowerer<'_> {
         // first in program order takes the span.
         let mut taken = std::collections::HashSet::new();
         let starts: Vec<Option<usize>> = self
-            .plan.region_parts
+            .plan
+            .region_parts
             .iter()
             .map(|(_, (a, b))| {
                 placed
@@ -169,7 +170,8 @@ impl Lowerer<'_> {
                 _ => 0,
             }
         };
-        self.plan.region_groups
+        self.plan
+            .region_groups
             .iter()
             .map(|parts| {
                 let members: std::collections::HashSet<usize> = parts

@@ -288,7 +288,8 @@ impl Lowerer<'_> {
                 let row0 = b * batch_rows + r;
                 // Columns its one reader, a row group, does not read ([`masked`]).
                 if self
-                    .fusion.skips
+                    .fusion
+                    .skips
                     .iter()
                     .any(|s| s.sources.contains(&out) && c >= s.need_rows(row0, h))
                 {
@@ -333,7 +334,8 @@ impl Lowerer<'_> {
                 continue;
             };
             let at = self
-                .layout.sliced
+                .layout
+                .sliced
                 .iter()
                 .find(|(_, sl)| sl.nodes.first() == Some(&k))
                 .and_then(|(w, _)| readers_of(*w).next())
@@ -421,7 +423,8 @@ impl Lowerer<'_> {
                 .map(|(k, b)| {
                     let read_later = flying.contains(&k)
                         || self
-                            .kept.kept_until
+                            .kept
+                            .kept_until
                             .get(&k)
                             .is_none_or(|&u| u >= self.lowering_node);
                     if read_later { until_now(b) } else { b.clone() }
@@ -447,8 +450,7 @@ impl Lowerer<'_> {
                 })
                 .collect();
             if !bs.is_empty() {
-                memplan::plan(&bs, mem.size.value as u64)
-                    .map_err(|e| overflow(&mem.name, &e))?;
+                memplan::plan(&bs, mem.size.value as u64).map_err(|e| overflow(&mem.name, &e))?;
             }
         }
         Ok(())
@@ -546,7 +548,8 @@ impl Lowerer<'_> {
             return Ok(Val::Mem(t.view(r, c, h, w)));
         }
         let home = self
-            .layout.homes
+            .layout
+            .homes
             .get(&v)
             .cloned()
             .ok_or_else(|| err("operand without a home"))?;

@@ -19,11 +19,13 @@ impl Lowerer<'_> {
         let swaps_last_two = crate::ir::swaps_last_two(perm);
         let (x, y) = (n.inputs[0], n.outputs[0]);
         let (xin, yout) = (
-            self.layout.homes
+            self.layout
+                .homes
                 .get(&x)
                 .cloned()
                 .ok_or_else(|| err("input without a home"))?,
-            self.layout.homes
+            self.layout
+                .homes
                 .get(&y)
                 .cloned()
                 .ok_or_else(|| err("output without a home"))?,

@@ -281,4 +281,3 @@ pub fn row_groups_with(g: &Graph, unfronted: &[usize], rows_broadcast: bool) -> 
     }
     found
 }
-

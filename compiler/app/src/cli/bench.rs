@@ -4,11 +4,11 @@ use super::compile::OptArgs;
 use super::{EXIT_ERRORS, EXIT_OK};
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use tessera::bench::{self, BenchReport, Size, Workload};
 use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
+use tessera::bench::{self, BenchReport, Size, Workload};
 
 /// Which set of workloads (`--size`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]

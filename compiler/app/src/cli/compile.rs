@@ -9,10 +9,10 @@ use compiler::lower::Compiled;
 use compiler::lower::mapping::Mappings;
 use compiler::run::{RegionRun, RunError, RunResult};
 use compiler::timing::PassTimes;
-use tessera::tune::TuneReport;
 use isa_specs::Machine;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use tessera::tune::TuneReport;
 
 /// A stage `tessera compile --emit` can print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -795,7 +795,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
 
 /// The demo model (bundled in the binary) and its onnxruntime test data.
 const DEMO_MODEL: &[u8] = include_bytes!("../../../../examples/mlp_medium/model.onnx");
-const DEMO_INPUT: &[u8] = include_bytes!("../../../../examples/mlp_medium/test_data_set_0/input_0.pb");
+const DEMO_INPUT: &[u8] =
+    include_bytes!("../../../../examples/mlp_medium/test_data_set_0/input_0.pb");
 const DEMO_OUTPUT: &[u8] =
     include_bytes!("../../../../examples/mlp_medium/test_data_set_0/output_0.pb");
 

@@ -2,12 +2,12 @@
 
 use super::{EXIT_ERRORS, EXIT_OK};
 use clap::{Args, Subcommand, ValueEnum};
-use tessera::dse::{self, Objective, Record, Results, Sweep};
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
+use tessera::dse::{self, Objective, Record, Results, Sweep};
 
 /// What `--objective` minimises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]

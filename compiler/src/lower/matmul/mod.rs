@@ -8,8 +8,8 @@ mod tile;
 use super::emit::{self, Base, Emitter, MemTile, Pad, Ref, Val};
 use super::machine::{self, Loc, Place};
 use super::mapping::{Axes, Mapping, Order, RANKED, Ranked, SpaceEntry};
-use super::rows::masked::Work;
 use super::ops::{self, Contraction, Role};
+use super::rows::masked::Work;
 use super::{LowerError, Lowerer, PackKey, PanelKey, broadcast_offsets, encode, err};
 use crate::ir::ValueId;
 use isa_specs::model::{DType, MemId, OperandKind};
@@ -169,7 +169,8 @@ impl Lowerer<'_> {
         // staging it again per column block costs on-chip copies the
         // estimate does not price: rows first only.
         let kept = |v: ValueId| {
-            self.layout.homes
+            self.layout
+                .homes
                 .get(&v)
                 .is_some_and(|h| matches!(h.base, super::emit::Base::Buf(_)))
         };
@@ -252,7 +253,11 @@ impl Lowerer<'_> {
                 if g.constants.contains_key(&v) {
                     l.dtype.bytes() as i64
                 } else {
-                    self.layout.homes.get(&v).map_or(self.layout.act, |h| h.dtype).bytes() as i64
+                    self.layout
+                        .homes
+                        .get(&v)
+                        .map_or(self.layout.act, |h| h.dtype)
+                        .bytes() as i64
                 }
             };
             let src = Sources {
@@ -480,13 +485,13 @@ impl Lowerer<'_> {
             LowerError::MissingOperation {
                 semantics: "d[i, j] = sum(k) a[i, k] * b[k, j]".to_owned(),
                 message: if why.is_empty() {
-                "cannot compile: the target lacks a matrix product (`d[i, j] = sum(k) a[i, k] * b[k, j]`, or a `+=` form) and a vector-times-scalar `d[i] = a[i] * s` with a scalar load to decompose it".to_owned()
-            } else {
-                format!(
-                    "no contraction instruction fits ({}), and the target lacks a vector-times-scalar `d[i] = a[i] * s` with a scalar load to decompose the product",
-                    why.join("; ")
-                )
-            },
+                    "cannot compile: the target lacks a matrix product (`d[i, j] = sum(k) a[i, k] * b[k, j]`, or a `+=` form) and a vector-times-scalar `d[i] = a[i] * s` with a scalar load to decompose it".to_owned()
+                } else {
+                    format!(
+                        "no contraction instruction fits ({}), and the target lacks a vector-times-scalar `d[i] = a[i] * s` with a scalar load to decompose the product",
+                        why.join("; ")
+                    )
+                },
             },
         ))
     }
@@ -558,7 +563,8 @@ impl Lowerer<'_> {
         for &tm in &ms {
             for &tn in &ns {
                 for &tk in &ks {
-                    if let Ok(e) = self.tile_cost(c, (m, n, k), (tm, tn, tk), src, self.trials.tile_share)
+                    if let Ok(e) =
+                        self.tile_cost(c, (m, n, k), (tm, tn, tk), src, self.trials.tile_share)
                     {
                         all.push(e);
                     }
@@ -710,5 +716,4 @@ impl Lowerer<'_> {
         let cols = base + (a_all + b_cols) / home_bw;
         Ok(Estimate { mnk, rows, cols })
     }
-
 }

@@ -154,7 +154,8 @@ impl Lowerer<'_> {
         // one too; so does a run of B staged for any earlier tile of the same
         // columns (the weights stay on chip across row blocks).
         let mut staged: [Option<Staged>; 2] = [
-            self.cache.kept_a
+            self.cache
+                .kept_a
                 .take()
                 .filter(|(at, _)| *at == (b, r, h))
                 .map(|(_, s)| s),
@@ -163,7 +164,8 @@ impl Lowerer<'_> {
         // Where `A` is a row group's result that is zero past some column
         // for all these rows ([`crate::lower::rows::masked`]), the reduction stops there.
         let k_end = self
-            .fusion.skips
+            .fusion
+            .skips
             .iter()
             .find(|s| s.output == p.a)
             .map_or(p.k, |s| {
@@ -247,7 +249,8 @@ impl Lowerer<'_> {
         };
         let room = self.e.m.memories[t.mem.index()].size.value.max(0) as u64 / 4;
         let held: u64 = self
-            .cache.kept_b
+            .cache
+            .kept_b
             .iter()
             .filter(|(k, _)| **k != key)
             .map(|(_, x)| bytes(x))
@@ -462,7 +465,8 @@ impl Lowerer<'_> {
             return Ok(tile);
         }
         let h = self
-            .layout.homes
+            .layout
+            .homes
             .get(&v)
             .cloned()
             .ok_or_else(|| err("operand without a home"))?;
@@ -560,7 +564,8 @@ impl Lowerer<'_> {
             panels[0].clone()
         } else {
             let home = self
-                .layout.homes
+                .layout
+                .homes
                 .get(&v)
                 .cloned()
                 .ok_or_else(|| err("operand without a home"))?;

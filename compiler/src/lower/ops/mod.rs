@@ -2,8 +2,8 @@
 //! contractions (matrix products), each found among the machine's
 //! instructions by its semantics.
 
-use super::emit::{Emitter, MemTile, Pad, Ref, RegTile, Val};
 use super::LowerError;
+use super::emit::{Emitter, MemTile, Pad, Ref, RegTile, Val};
 use super::machine::{Loc, Place, operand_loc};
 pub use super::types::{Ew, EwForm};
 

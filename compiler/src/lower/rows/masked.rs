@@ -24,10 +24,10 @@
 //! whole. `--no-skip-masked` switches it off.
 
 use super::plan::{Arg, Calc, Plan};
+use crate::ir::{Graph, ReduceKind, ValueId};
 use crate::lower::ops::Ew;
 pub use crate::lower::types::MASKED;
 use crate::passes::rowgroups::RowGroup;
-use crate::ir::{Graph, ReduceKind, ValueId};
 use isa_specs::model::{Func, RegFileId};
 
 /// The most elements (a mask's period of rows times the row) analysed.

@@ -42,17 +42,15 @@
 pub mod masked;
 mod plan;
 
-pub(super) use plan::{Arg, Calc, MaskByPosition, Plan, PlanStep, causal_offset};
 use super::emit::{MemTile, Pad, RegTile, Val};
 use super::machine::{Loc, Place};
 use super::ops::{self, Ew};
 use super::{LowerError, Lowerer, PackKey, err, view};
-use crate::passes::rowgroups::{
-    RowGroup, chunk_uniform, const_row, row_reduce, uniform,
-};
 use crate::ir::{Op, ReduceKind, Unary, ValueId};
+use crate::passes::rowgroups::{RowGroup, chunk_uniform, const_row, row_reduce, uniform};
 use crate::regalloc;
 use isa_specs::model::{Func, RegFileId};
+pub(super) use plan::{Arg, Calc, MaskByPosition, Plan, PlanStep, causal_offset};
 use std::collections::{HashMap, HashSet};
 
 /// A value of the current block of rows in registers.
@@ -434,7 +432,8 @@ impl Lowerer<'_> {
             .sources
             .iter()
             .map(|(v, _)| {
-                self.layout.homes
+                self.layout
+                    .homes
                     .get(v)
                     .cloned()
                     .ok_or_else(|| err("operand without a home"))
@@ -775,7 +774,8 @@ impl Lowerer<'_> {
                             Arg::Uniform(k) => vec![self.uniform_reg(file, *k, uniforms)?],
                             Arg::OuterRow(v) => {
                                 let home = self
-                                    .layout.homes
+                                    .layout
+                                    .homes
                                     .get(v)
                                     .cloned()
                                     .ok_or_else(|| err("operand without a home"))?;

@@ -2,8 +2,8 @@
 //! register file, their operands and the slots their results take. The
 //! lowering (`rows`) and the skipping of masked work (`masked`) both read it.
 
-use crate::lower::ops::{self, Ew};
 use crate::ir::{ReduceKind, ValueId};
+use crate::lower::ops::{self, Ew};
 
 /// An operand of a step of the plan.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -113,4 +113,3 @@ pub(crate) struct Plan {
     /// Slots in all.
     pub(crate) slots: usize,
 }
-
