@@ -577,7 +577,6 @@ pub(super) fn reshape_shape(
     Ok(out)
 }
 
-/// `Flatten` as a 2-D `Reshape` around `axis`.
 /// `Expand(x, shape)`: `x` broadcast with `shape` (numpy rules, either side
 /// may broadcast), canonicalised as `x + zeros(shape)`.
 fn expand(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
@@ -677,6 +676,7 @@ fn squeeze(imp: &mut Importer, cx: &NodeCx, insert: bool) -> Result<Lowered, Imp
     add(imp, cx, "", Op::Reshape { shape: new_shape }, vec![x]).map(Lowered::Value)
 }
 
+/// `Flatten` as a 2-D `Reshape` around `axis`.
 fn flatten(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     arity(cx, 1, 1)?;
     cx.check_attributes(&["axis"])?;
@@ -1114,7 +1114,6 @@ fn concat(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     add(imp, cx, "", Op::Concat { axis }, xs).map(Lowered::Value)
 }
 
-/// `Where(cond, x, y)`.
 /// `Gather` along `axis` (negative counts from the end).
 fn gather(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     arity(cx, 2, 2)?;
@@ -1137,6 +1136,7 @@ fn gather(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     .map(Lowered::Value)
 }
 
+/// `Where(cond, x, y)`.
 fn where_(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     arity(cx, 3, 3)?;
     cx.check_attributes(&[])?;
