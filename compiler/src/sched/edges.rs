@@ -4,6 +4,7 @@
 
 use super::deps::{Edge, Info, Lists, run_of};
 use super::records::{MemRecords, Record, WHOLE};
+use rustc_hash::FxHashMap as HashMap;
 use targets::sim::{Place, Span};
 
 /// Dependencies, found in one pass over the program with, per register, its
@@ -13,16 +14,11 @@ use targets::sim::{Place, Span};
 /// a wait on the signals since the previous wait on its semaphore.
 pub(super) fn edges(infos: &[Info], lists: &Lists) -> Vec<Edge> {
     let places = &lists.places;
-    use rustc_hash::FxHashMap as HashMap;
     let mut out: Vec<Edge> = Vec::new();
-    let mut regs: HashMap<(usize, u32), Record> = HashMap::default();
-    let mut mems: HashMap<usize, MemRecords> = HashMap::default();
+    let mut accesses = Accesses::default();
     let mut last_barrier: Option<usize> = None;
     let mut since_all: Vec<usize> = Vec::new();
-    let mut signalers: HashMap<(usize, u32), Vec<usize>> = HashMap::default();
-    let mut last_wait: HashMap<(usize, u32), usize> = HashMap::default();
-    let mut consumed: HashMap<(usize, u32), usize> = HashMap::default();
-    let mut pending: HashMap<(usize, u32), Vec<usize>> = HashMap::default();
+    let mut sems = Semaphores::default();
     let mut stamp = vec![0usize; infos.len()];
     let mut at = vec![0usize; infos.len()];
     // (from, delay, signal) for one instruction; merged per `from` below.
@@ -37,6 +33,68 @@ pub(super) fn edges(infos: &[Info], lists: &Lists) -> Vec<Edge> {
         if b.after_all {
             need.extend(since_all.drain(..).map(|f| (f, 1, false)));
         }
+        let (completes, unknown) = sems.order(infos, lists, b, to, &mut need);
+        let wait_barrier = unknown || completes.iter().any(|&f| !infos[f].asynchronous);
+        accesses.order(infos, places, b, &mut need);
+        // Record this instruction's accesses (reads first: an instruction
+        // reading and writing a place is its writer), and as its own those
+        // of the transfers it completes.
+        reads.clear();
+        reads.extend(
+            run_of(places, b.reads).iter().chain(
+                completes
+                    .iter()
+                    .flat_map(|&f| run_of(places, infos[f].reads)),
+            ),
+        );
+        writes.clear();
+        writes.extend(
+            run_of(places, b.writes).iter().chain(
+                completes
+                    .iter()
+                    .flat_map(|&f| run_of(places, infos[f].writes)),
+            ),
+        );
+        accesses.record(to, &reads, &writes);
+        sems.signal(lists, b, to);
+        if b.before_all || wait_barrier {
+            last_barrier = Some(to);
+        }
+        since_all.push(to);
+        merge_edges(&mut out, &need, to, &mut stamp, &mut at);
+    }
+    out
+}
+
+/// Per semaphore: the instructions signalling it since the last wait on it,
+/// that wait, the waits since its signals were last all consumed, and the
+/// transfers those signals stand for.
+#[derive(Default)]
+struct Semaphores {
+    signalers: HashMap<(usize, u32), Vec<usize>>,
+    last_wait: HashMap<(usize, u32), usize>,
+    consumed: HashMap<(usize, u32), usize>,
+    pending: HashMap<(usize, u32), Vec<usize>>,
+}
+
+impl Semaphores {
+    /// What instruction `to` (`b`) must follow by the semaphores it waits on
+    /// and signals, into `need`; and the transfers its waits complete, and
+    /// whether one of them waits on a semaphore with no signal pending.
+    fn order(
+        &mut self,
+        infos: &[Info],
+        lists: &Lists,
+        b: &Info,
+        to: usize,
+        need: &mut Vec<(usize, u64, bool)>,
+    ) -> (Vec<usize>, bool) {
+        let Semaphores {
+            signalers,
+            last_wait,
+            consumed,
+            pending,
+        } = self;
         // The transfers this wait completes: it stands for their accesses
         // from here on (what touches their data comes after it; anything
         // else may move above it). A wait on a synchronous unit's signal
@@ -73,7 +131,37 @@ pub(super) fn edges(infos: &[Info], lists: &Lists) -> Vec<Edge> {
                 need.push((w, 1, false));
             }
         }
-        let wait_barrier = unknown || completes.iter().any(|&f| !infos[f].asynchronous);
+        (completes, unknown)
+    }
+
+    /// Instruction `to` (`b`) signals its semaphores.
+    fn signal(&mut self, lists: &Lists, b: &Info, to: usize) {
+        for sg in run_of(&lists.sems, b.signals) {
+            self.signalers.entry(*sg).or_default().push(to);
+            self.pending.entry(*sg).or_default().push(to);
+        }
+    }
+}
+
+/// Who last wrote each register and each span of memory, and who read it
+/// since.
+#[derive(Default)]
+struct Accesses {
+    regs: HashMap<(usize, u32), Record>,
+    mems: HashMap<usize, MemRecords>,
+}
+
+impl Accesses {
+    /// What instruction `b` must follow by the places it reads and writes,
+    /// into `need`.
+    fn order(
+        &mut self,
+        infos: &[Info],
+        places: &[Place],
+        b: &Info,
+        need: &mut Vec<(usize, u64, bool)>,
+    ) {
+        let Accesses { regs, mems } = self;
         // A write follows the readers of the bytes it writes (not those of
         // other parts of a record it overlaps), or all of them where it will
         // stand in for them (more than `MANY_READERS`, see below).
@@ -108,37 +196,24 @@ pub(super) fn edges(infos: &[Info], lists: &Lists) -> Vec<Edge> {
                                     need.extend(rec.readers.iter().map(|&(r, _)| (r, 1, false)));
                                 }
                             }
-                            _ => dep(rec, write, WHOLE, &mut need),
+                            _ => dep(rec, write, WHOLE, need),
                         }
                     }
                 }
                 Place::Mem { mem, span } => {
                     if let Some(recs) = mems.get_mut(&mem) {
-                        recs.for_each_overlapping(span, |rec| dep(rec, write, span, &mut need));
+                        recs.for_each_overlapping(span, |rec| dep(rec, write, span, need));
                     }
                 }
             }
         }
-        // Record this instruction's accesses (reads first: an instruction
-        // reading and writing a place is its writer), and as its own those
-        // of the transfers it completes.
-        reads.clear();
-        reads.extend(
-            run_of(places, b.reads).iter().chain(
-                completes
-                    .iter()
-                    .flat_map(|&f| run_of(places, infos[f].reads)),
-            ),
-        );
-        writes.clear();
-        writes.extend(
-            run_of(places, b.writes).iter().chain(
-                completes
-                    .iter()
-                    .flat_map(|&f| run_of(places, infos[f].writes)),
-            ),
-        );
-        for place in &reads {
+    }
+
+    /// Records instruction `to` as a reader of `reads` and then the writer
+    /// of `writes`.
+    fn record(&mut self, to: usize, reads: &[Place], writes: &[Place]) {
+        let Accesses { regs, mems } = self;
+        for place in reads {
             match *place {
                 Place::Reg { file, reg } => {
                     regs.entry((file, reg))
@@ -163,7 +238,7 @@ pub(super) fn edges(infos: &[Info], lists: &Lists) -> Vec<Edge> {
                 }
             }
         }
-        for place in &writes {
+        for place in writes {
             match *place {
                 Place::Reg { file, reg } => {
                     regs.insert(
@@ -206,43 +281,43 @@ pub(super) fn edges(infos: &[Info], lists: &Lists) -> Vec<Edge> {
                 }
             }
         }
-        for sg in run_of(&lists.sems, b.signals) {
-            signalers.entry(*sg).or_default().push(to);
-            pending.entry(*sg).or_default().push(to);
-        }
-        if b.before_all || wait_barrier {
-            last_barrier = Some(to);
-        }
-        since_all.push(to);
-        // One edge per predecessor (the longest delay, a signal if any
-        // asked for one), in the order first needed; `at[from]` is where
-        // this instruction's edge from `from` is, while `stamp[from]` says
-        // it was made for this instruction.
-        let first = out.len();
-        for &(from, delay, signal) in &need {
-            if from == to {
-                continue;
-            }
-            let delay = u32::try_from(delay).unwrap_or(u32::MAX);
-            if stamp[from] == to + 1 {
-                let e = &mut out[at[from]];
-                e.delay = e.delay.max(delay);
-                e.signal |= signal;
-            } else {
-                stamp[from] = to + 1;
-                at[from] = out.len();
-                out.push(Edge {
-                    from: from as u32,
-                    to: to as u32,
-                    delay,
-                    signal,
-                });
-            }
-        }
-        // By predecessor, as the checker's messages and tests expect.
-        out[first..].sort_unstable_by_key(|e| e.from);
     }
-    out
+}
+
+/// Adds instruction `to`'s edges from what it needs: one edge per
+/// predecessor (the longest delay, a signal if any asked for one), in the
+/// order first needed; `at[from]` is where this instruction's edge from
+/// `from` is, while `stamp[from]` says it was made for this instruction.
+fn merge_edges(
+    out: &mut Vec<Edge>,
+    need: &[(usize, u64, bool)],
+    to: usize,
+    stamp: &mut [usize],
+    at: &mut [usize],
+) {
+    let first = out.len();
+    for &(from, delay, signal) in need {
+        if from == to {
+            continue;
+        }
+        let delay = u32::try_from(delay).unwrap_or(u32::MAX);
+        if stamp[from] == to + 1 {
+            let e = &mut out[at[from]];
+            e.delay = e.delay.max(delay);
+            e.signal |= signal;
+        } else {
+            stamp[from] = to + 1;
+            at[from] = out.len();
+            out.push(Edge {
+                from: from as u32,
+                to: to as u32,
+                delay,
+                signal,
+            });
+        }
+    }
+    // By predecessor, as the checker's messages and tests expect.
+    out[first..].sort_unstable_by_key(|e| e.from);
 }
 
 /// Readers of a memory record beyond which a partial write stands in for them.
