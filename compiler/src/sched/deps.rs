@@ -1,8 +1,7 @@
 //! What the scheduler and its checker derive from the program order: each
 //! instruction's scheduling facts ([`Info`], from the target's effects and
 //! the machine's timing tables) and the edges between instructions
-//! ([`Edge`], found by [`edges`](super::edges::edges)), kept together in
-//! [`Deps`].
+//! ([`Edge`], found by [`edges`]), kept together in [`Deps`].
 
 use super::Rules;
 use super::chains::{Chains, chains};

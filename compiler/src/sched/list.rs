@@ -47,7 +47,7 @@ pub(super) struct Successors {
 impl Successors {
     /// The successors of the program run backwards (instruction `i` standing
     /// for `n - 1 - i`, every edge turned round): from the edges in
-    /// [`edges`]' order (by `to`), read from the end.
+    /// [`edges`](super::edges::edges)' order (by `to`), read from the end.
     pub(super) fn reversed(deps: &Deps) -> Successors {
         let n = deps.infos.len();
         let mut start = vec![0u32; n + 1];

@@ -91,7 +91,8 @@ pub struct Rules {
     pub reverse_priorities: bool,
     /// While every copy of a unit has a chain of accumulations going, a
     /// ready next step of one goes before the first of another, unless the
-    /// work known would then leave copies idle at the end (see [`Ready`]).
+    /// work known would then leave copies idle at the end (see
+    /// [`Ready`](chains::Ready)).
     pub finish_chains: bool,
 }
 
