@@ -3,7 +3,8 @@
 //! [`Rules::finish_chains`](super::Rules::finish_chains), finishes one chain
 //! per copy of a unit before starting the next.
 
-use super::deps::{Edge, Info, run_of};
+use super::edges::Edge;
+use super::facts::{Info, run_of};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use targets::sim::Place;

@@ -1,8 +1,9 @@
 //! The schedule checker: replays bundles against the dependences, slots and
 //! unit copies, independently of how the schedule was built.
 
-use super::Rules;
-use super::deps::{Deps, Edge, slots};
+use super::edges::Edge;
+use super::facts::slots;
+use super::{Deps, Rules};
 use isa_specs::Machine;
 use isa_specs::model::{Hazards, SlotId};
 use isa_specs::target::{Bundle, MInst};

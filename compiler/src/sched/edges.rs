@@ -2,10 +2,33 @@
 //! making the edges that bind (registers, memory spans, barriers,
 //! semaphores), as the module documentation lists them.
 
-use super::deps::{Edge, Info, Lists, run_of};
+use super::facts::{Info, Lists, run_of};
 use super::records::{MemRecords, Record, WHOLE};
 use rustc_hash::FxHashMap as HashMap;
 use targets::sim::{Place, Span};
+
+/// An edge: `to` may issue no earlier than `from`'s issue plus `delay`.
+/// Kept small (16 bytes): a program has millions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Edge {
+    pub(super) from: u32,
+    pub(super) to: u32,
+    pub(super) delay: u32,
+    /// A wait on what `from` signals: the machine enforces it by stalling.
+    pub(super) signal: bool,
+}
+
+impl Edge {
+    pub(super) fn from(&self) -> usize {
+        self.from as usize
+    }
+    pub(super) fn to(&self) -> usize {
+        self.to as usize
+    }
+    pub(super) fn delay(&self) -> u64 {
+        u64::from(self.delay)
+    }
+}
 
 /// Dependencies, found in one pass over the program with, per register, its
 /// last writer and readers since, and per memory the same for spans of rows (a

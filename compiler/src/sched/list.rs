@@ -2,10 +2,9 @@
 //! under the dependences, slots, unit copies and memory bandwidth, then the
 //! padding interlocked machines do not need dropped.
 
+use super::Deps;
 use super::chains::{Chains, HEAD, Ready};
-use super::deps::{Deps, Info, run_of, slots};
-use super::priorities::{priorities, reverse_priorities};
-use crate::timing::PassTimes;
+use super::facts::{Info, run_of, slots};
 use isa_specs::Machine;
 use isa_specs::model::{Hazards, SlotId};
 use isa_specs::target::{Bundle, MInst};
@@ -73,38 +72,6 @@ impl Successors {
             .iter()
             .map(|&(to, delay)| (to as usize, u64::from(delay)))
     }
-}
-
-pub(super) fn scheduled(
-    m: &Machine,
-    insts: &[MInst],
-    deps: &Deps,
-    times: &mut PassTimes,
-) -> (Vec<Bundle>, Vec<usize>) {
-    let succ = deps.successors();
-    let forward = View {
-        infos: &deps.infos,
-        bookings: &deps.bookings,
-        reversed: false,
-    };
-    let mut prio = times.time("priorities", || priorities(forward, &succ));
-    if deps.rules.reverse_priorities {
-        // Both estimate the time from an instruction to the end, the first
-        // by latencies alone, the second with the units and bandwidth
-        // taken; their sum ranked better on every workload measured than
-        // either alone or their maximum (session 10).
-        let rev = times.time("reverse schedule", || reverse_priorities(m, deps));
-        for (p, q) in prio.iter_mut().zip(rev) {
-            *p += q;
-        }
-    }
-    let chains = deps.rules.finish_chains.then_some(&deps.chains);
-    let (bundles, issue) = times.time("schedule", || {
-        list(m, Some(insts), forward, &succ, &prio, chains)
-    });
-    let (bundles, kept) = drop_needless_padding(m, bundles);
-    let placed = issue.iter().map(|&c| kept[c as usize]).collect();
-    (bundles, placed)
 }
 
 /// List scheduling: the bundles (of `insts`; empty without them), and the
@@ -252,7 +219,10 @@ pub(super) fn list(
 /// latencies (found false by the property test; see issue 6).
 /// Returns the bundles and, for each cycle of the input, the index its
 /// bundle has in the output.
-fn drop_needless_padding(m: &Machine, bundles: Vec<Bundle>) -> (Vec<Bundle>, Vec<usize>) {
+pub(super) fn drop_needless_padding(
+    m: &Machine,
+    bundles: Vec<Bundle>,
+) -> (Vec<Bundle>, Vec<usize>) {
     if m.hazards != Hazards::Interlocked {
         let n = bundles.len();
         return (bundles, (0..n).collect());

@@ -52,16 +52,18 @@
 //! [`check`] replays a schedule against the same rules, independently of how it
 //! was built.
 //!
-//! The parts: `deps` (each instruction's facts and the dependences, shared
-//! by the scheduler and the checker), `edges` (finding the dependences) with
-//! `records` (who last wrote and read each place), `priorities` and `chains`
-//! (how ready instructions are ranked), `list` (the list scheduler) and
-//! `checker`.
+//! The parts, each using only those before it: `facts` (each instruction's
+//! scheduling facts), `records` (who last wrote and read each place),
+//! `edges` (the dependences), `chains` (accumulation chains and the ready
+//! list that finishes them), `list` (the list scheduler), `priorities` (how
+//! ready instructions are ranked) and `checker`. Here: the rules, the
+//! dependences both the scheduler and the checker use (`Deps`), and the
+//! entry points.
 
 mod chains;
 mod checker;
-mod deps;
 mod edges;
+mod facts;
 mod list;
 mod priorities;
 mod records;
@@ -71,11 +73,74 @@ mod tests;
 pub use checker::{check, check_with};
 
 use crate::timing::PassTimes;
+use chains::{Chains, chains};
 use checker::check_deps;
-use deps::Deps;
+use edges::{Edge, edges};
+use facts::{Info, infos};
 use isa_specs::Machine;
 use isa_specs::target::{Bundle, MInst};
-use list::scheduled;
+use list::{Successors, View, drop_needless_padding, list};
+use priorities::{priorities, reverse_priorities};
+
+/// What the scheduler and its checker both derive from the program order:
+/// each instruction's facts and the dependencies between them.
+struct Deps {
+    infos: Vec<Info>,
+    edges: Vec<Edge>,
+    /// The accumulation chains ([`chains`](chains::chains)).
+    chains: Chains,
+    rules: Rules,
+    /// [`Lists::bookings`](facts::Lists::bookings).
+    bookings: Vec<(usize, u64)>,
+}
+
+impl Deps {
+    fn new(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Deps {
+        Deps::timed(t, m, insts, rules, &mut PassTimes::default())
+    }
+
+    fn timed(
+        t: &targets::Target,
+        m: &Machine,
+        insts: &[MInst],
+        rules: Rules,
+        times: &mut PassTimes,
+    ) -> Deps {
+        let (infos, lists) = times.time("effects", || infos(t, m, insts, rules));
+        let edges = times.time("dependences", || edges(&infos, &lists));
+        let chains = if rules.finish_chains {
+            times.time("chains", || chains(&infos, &edges, &lists.places))
+        } else {
+            Chains::default()
+        };
+        Deps {
+            infos,
+            edges,
+            chains,
+            rules,
+            bookings: lists.bookings,
+        }
+    }
+
+    /// The edges grouped by `from` (a counting sort).
+    fn successors(&self) -> Successors {
+        let n = self.infos.len();
+        let mut start = vec![0u32; n + 1];
+        for e in &self.edges {
+            start[e.from() + 1] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut next = start.clone();
+        let mut succ = vec![(0, 0); self.edges.len()];
+        for e in &self.edges {
+            succ[next[e.from()] as usize] = (e.to, e.delay);
+            next[e.from()] += 1;
+        }
+        Successors { start, succ }
+    }
+}
 
 /// Which ordering rules the scheduler and its checker apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +209,38 @@ pub fn schedule_checked(
         check_deps(m, insts, &bundles, &deps, Some(&placed))
     })?;
     Ok((bundles, placed))
+}
+
+fn scheduled(
+    m: &Machine,
+    insts: &[MInst],
+    deps: &Deps,
+    times: &mut PassTimes,
+) -> (Vec<Bundle>, Vec<usize>) {
+    let succ = deps.successors();
+    let forward = View {
+        infos: &deps.infos,
+        bookings: &deps.bookings,
+        reversed: false,
+    };
+    let mut prio = times.time("priorities", || priorities(forward, &succ));
+    if deps.rules.reverse_priorities {
+        // Both estimate the time from an instruction to the end, the first
+        // by latencies alone, the second with the units and bandwidth
+        // taken; their sum ranked better on every workload measured than
+        // either alone or their maximum (session 10).
+        let rev = times.time("reverse schedule", || reverse_priorities(m, deps));
+        for (p, q) in prio.iter_mut().zip(rev) {
+            *p += q;
+        }
+    }
+    let chains = deps.rules.finish_chains.then_some(&deps.chains);
+    let (bundles, issue) = times.time("schedule", || {
+        list(m, Some(insts), forward, &succ, &prio, chains)
+    });
+    let (bundles, kept) = drop_needless_padding(m, bundles);
+    let placed = issue.iter().map(|&c| kept[c as usize]).collect();
+    (bundles, placed)
 }
 
 /// The instructions of bundles, in order (the input a scheduler repacks).

@@ -2,7 +2,7 @@
 //! latency-weighted critical path, and the distance from the end in a list
 //! schedule of the reversed program.
 
-use super::deps::Deps;
+use super::Deps;
 use super::list::{Successors, View, list};
 use isa_specs::Machine;
 

@@ -3,10 +3,11 @@
 
 use super::chains::Chains;
 use super::checker::{check_deps, claimed_placement};
-use super::deps::{Deps, Edge, Info};
+use super::edges::Edge;
+use super::facts::Info;
 use super::list::Successors;
 use super::records::{MemRecords, Record};
-use super::{Rules, flatten, schedule_placed};
+use super::{Deps, Rules, flatten, schedule_placed};
 use isa_specs::Machine;
 use isa_specs::target::{Bundle, MInst};
 use proptest::prelude::*;

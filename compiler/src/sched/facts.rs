@@ -1,13 +1,8 @@
-//! What the scheduler and its checker derive from the program order: each
-//! instruction's scheduling facts ([`Info`], from the target's effects and
-//! the machine's timing tables) and the edges between instructions
-//! ([`Edge`], found by [`edges`]), kept together in [`Deps`].
+//! Each instruction's scheduling facts ([`Info`]): from the target's effects
+//! and the machine's timing tables, with what they refer to by runs of
+//! shared lists ([`Lists`]).
 
 use super::Rules;
-use super::chains::{Chains, chains};
-use super::edges::edges;
-use super::list::Successors;
-use crate::timing::PassTimes;
 use isa_specs::Machine;
 use isa_specs::model::SlotId;
 use isa_specs::target::MInst;
@@ -55,41 +50,6 @@ pub(super) struct Lists {
     pub(super) bookings: Vec<(usize, u64)>,
 }
 
-/// An edge: `to` may issue no earlier than `from`'s issue plus `delay`.
-/// Kept small (16 bytes): a program has millions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Edge {
-    pub(super) from: u32,
-    pub(super) to: u32,
-    pub(super) delay: u32,
-    /// A wait on what `from` signals: the machine enforces it by stalling.
-    pub(super) signal: bool,
-}
-
-impl Edge {
-    pub(super) fn from(&self) -> usize {
-        self.from as usize
-    }
-    pub(super) fn to(&self) -> usize {
-        self.to as usize
-    }
-    pub(super) fn delay(&self) -> u64 {
-        u64::from(self.delay)
-    }
-}
-
-/// What the scheduler and its checker both derive from the program order:
-/// each instruction's facts and the dependencies between them.
-pub(super) struct Deps {
-    pub(super) infos: Vec<Info>,
-    pub(super) edges: Vec<Edge>,
-    /// The accumulation chains ([`chains`]).
-    pub(super) chains: Chains,
-    pub(super) rules: Rules,
-    /// [`Lists::bookings`].
-    pub(super) bookings: Vec<(usize, u64)>,
-}
-
 /// The elements of `run` (of an [`Info`]) in `list`.
 pub(super) fn run_of<T>(list: &[T], run: (u32, u32)) -> &[T] {
     &list[run.0 as usize..run.1 as usize]
@@ -100,55 +60,12 @@ pub(super) fn slots<'m>(m: &'m Machine, info: &Info) -> &'m [SlotId] {
     &m.instructions[info.inst as usize].timing.slots
 }
 
-impl Deps {
-    pub(super) fn new(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> Deps {
-        Deps::timed(t, m, insts, rules, &mut PassTimes::default())
-    }
-
-    pub(super) fn timed(
-        t: &targets::Target,
-        m: &Machine,
-        insts: &[MInst],
-        rules: Rules,
-        times: &mut PassTimes,
-    ) -> Deps {
-        let (infos, lists) = times.time("effects", || infos(t, m, insts, rules));
-        let edges = times.time("dependences", || edges(&infos, &lists));
-        let chains = if rules.finish_chains {
-            times.time("chains", || chains(&infos, &edges, &lists.places))
-        } else {
-            Chains::default()
-        };
-        Deps {
-            infos,
-            edges,
-            chains,
-            rules,
-            bookings: lists.bookings,
-        }
-    }
-
-    /// The edges grouped by `from` (a counting sort).
-    pub(super) fn successors(&self) -> Successors {
-        let n = self.infos.len();
-        let mut start = vec![0u32; n + 1];
-        for e in &self.edges {
-            start[e.from() + 1] += 1;
-        }
-        for i in 0..n {
-            start[i + 1] += start[i];
-        }
-        let mut next = start.clone();
-        let mut succ = vec![(0, 0); self.edges.len()];
-        for e in &self.edges {
-            succ[next[e.from()] as usize] = (e.to, e.delay);
-            next[e.from()] += 1;
-        }
-        Successors { start, succ }
-    }
-}
-
-fn infos(t: &targets::Target, m: &Machine, insts: &[MInst], rules: Rules) -> (Vec<Info>, Lists) {
+pub(super) fn infos(
+    t: &targets::Target,
+    m: &Machine,
+    insts: &[MInst],
+    rules: Rules,
+) -> (Vec<Info>, Lists) {
     let isa = t.isa();
     let mut fx = Effects::default();
     let mut lists = Lists {
