@@ -2,7 +2,7 @@
 """Writes ONNX's backend node tests of the ops Tessera claims, for `tests/conformance.rs`.
 
 The claimed ops are `compiler::onnx::SUPPORTED_OPS`, read from
-`compiler/src/onnx/ops.rs` (the one place they are listed), unless `--ops`
+`compiler/src/onnx/ops/mod.rs` (the one place they are listed), unless `--ops`
 gives another list. Every node test case of `onnx.backend.test.case.node`
 whose model uses only claimed ops (of the default domain, subgraphs included)
 is written in the ONNX backend-test layout:
@@ -44,7 +44,7 @@ import onnx
 from onnx import numpy_helper
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-OPS_RS = ROOT / "compiler" / "src" / "onnx" / "ops.rs"
+OPS_RS = ROOT / "compiler" / "src" / "onnx" / "ops" / "mod.rs"
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -159,7 +159,7 @@ def serialize(message):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=pathlib.Path, help="output directory (emptied first)")
-    parser.add_argument("--ops", help="comma-separated op list (default: SUPPORTED_OPS of ops.rs)")
+    parser.add_argument("--ops", help="comma-separated op list (default: SUPPORTED_OPS of ops/mod.rs)")
     parser.add_argument("--ops-file", type=pathlib.Path, help="file of op names (commas or whitespace)")
     args = parser.parse_args()
 

@@ -1,0 +1,201 @@
+//! The element-wise ops: the binary arithmetic ops (and `MatMul`, which
+//! takes the same shape of node), `Max` / `Min` of any number of inputs,
+//! `Pow`, `Gelu`, the unary ops, `Relu`, `Identity`, `Cast` and `Where`.
+
+use super::{Lowered, add, arity, input, scalar};
+use crate::ir::{Op, Unary, ValueId};
+use crate::onnx::ImportError;
+use crate::onnx::import::Importer;
+use crate::onnx::node::NodeCx;
+use crate::onnx::tensor::{data_type_name, elem_type};
+
+/// `MatMul`, `Add`, `Sub`, `Mul`, `Div`: two inputs, numpy broadcasting.
+pub(super) fn binary(imp: &mut Importer, cx: &NodeCx, op: Op) -> Result<Lowered, ImportError> {
+    arity(cx, 2, 2)?;
+    cx.check_attributes(&[])?;
+    let (a, b) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
+    add(imp, cx, "", op, vec![a, b]).map(Lowered::Value)
+}
+
+/// `Max` / `Min` of one or more inputs (numpy broadcasting), as a chain of
+/// binary ops; of one input, the input.
+pub(super) fn variadic(imp: &mut Importer, cx: &NodeCx, op: Op) -> Result<Lowered, ImportError> {
+    let n = cx.proto.input.len();
+    if n == 0 || cx.proto.output.len() != 1 {
+        return Err(cx.arity_err("takes at least 1 input and has 1 output"));
+    }
+    cx.check_attributes(&[])?;
+    let mut acc = input(imp, cx, 0)?;
+    if n == 1 {
+        return add(imp, cx, "", Op::Identity, vec![acc]).map(Lowered::Value);
+    }
+    for i in 1..n {
+        let x = input(imp, cx, i)?;
+        let step = if i + 1 == n {
+            String::new()
+        } else {
+            format!("part{i}")
+        };
+        acc = add(imp, cx, &step, op.clone(), vec![acc, x])?;
+    }
+    Ok(Lowered::Value(acc))
+}
+
+/// `x ^ p` with a constant scalar exponent, canonicalised: `x * x` (and
+/// further products) for small integers, `Sqrt`, `Reciprocal`, or
+/// `Exp(Log(x) * p)` in general (NaN for a negative base, as ONNX gives for a
+/// non-integer exponent).
+pub(super) fn pow(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 2, 2)?;
+    cx.check_attributes(&[])?;
+    let (x, e) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
+    let Some(t) = imp.g.constants.get(&e) else {
+        return Err(ImportError::NotConstant {
+            node: cx.node.clone(),
+            op_type: cx.op_type(),
+            value: imp.g.values[e.index()].name.clone(),
+        });
+    };
+    if t.data.len() != 1 {
+        let ty = &t.ty;
+        return Err(cx.shape_err(format!(
+            "the exponent must be a scalar constant, it is {ty}"
+        )));
+    }
+    if !imp.g.ty(x).elem.is_float() {
+        let ty = imp.g.ty(x);
+        return Err(cx.shape_err(format!("the base must be floating-point, it is {ty}")));
+    }
+    let p = t.data[0];
+    let mul = |imp: &mut Importer, a: ValueId, b: ValueId, step: &str| {
+        add(imp, cx, step, Op::Mul, vec![a, b])
+    };
+    let un = |imp: &mut Importer, u: Unary, a: ValueId, step: &str| {
+        add(imp, cx, step, Op::Unary(u), vec![a])
+    };
+    let v = if p == 1.0 {
+        add(imp, cx, "", Op::Identity, vec![x])?
+    } else if p == 2.0 {
+        mul(imp, x, x, "")?
+    } else if p == 3.0 {
+        let sq = mul(imp, x, x, "square")?;
+        mul(imp, sq, x, "")?
+    } else if p == 4.0 {
+        let sq = mul(imp, x, x, "square")?;
+        mul(imp, sq, sq, "")?
+    } else if p == 0.5 {
+        un(imp, Unary::Sqrt, x, "")?
+    } else if p == -1.0 {
+        un(imp, Unary::Reciprocal, x, "")?
+    } else if p == -0.5 {
+        let r = un(imp, Unary::Sqrt, x, "sqrt")?;
+        un(imp, Unary::Reciprocal, r, "")?
+    } else {
+        let elem = imp.g.ty(x).elem;
+        let l = un(imp, Unary::Log, x, "log")?;
+        let k = scalar(imp, format!("{}/exponent", cx.name), elem, p);
+        let m = mul(imp, l, k, "scaled")?;
+        un(imp, Unary::Exp, m, "")?
+    };
+    Ok(Lowered::Value(v))
+}
+
+/// `Gelu` (opset 20), canonicalised: `0.5 · x · (1 + erf(x / √2))`, or with
+/// `approximate = "tanh"`, `0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`.
+pub(super) fn gelu(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["approximate"])?;
+    let x = input(imp, cx, 0)?;
+    let elem = imp.g.ty(x).elem;
+    if !elem.is_float() {
+        let ty = imp.g.ty(x);
+        return Err(cx.shape_err(format!(
+            "Gelu is defined on floating-point tensors, the input is {ty}"
+        )));
+    }
+    let approximate = cx.string("approximate", "none")?;
+    let k = |imp: &mut Importer, what: &str, v: f64| {
+        scalar(imp, format!("{}/{what}", cx.name), elem, v)
+    };
+    let inner = match approximate.as_str() {
+        "none" => {
+            let c = k(imp, "inv_sqrt2", std::f64::consts::FRAC_1_SQRT_2);
+            let s = add(imp, cx, "scaled", Op::Mul, vec![x, c])?;
+            add(imp, cx, "erf", Op::Unary(Unary::Erf), vec![s])?
+        }
+        "tanh" => {
+            let x2 = add(imp, cx, "square", Op::Mul, vec![x, x])?;
+            let x3 = add(imp, cx, "cube", Op::Mul, vec![x2, x])?;
+            let a = k(imp, "coeff", 0.044715);
+            let ax3 = add(imp, cx, "cubic", Op::Mul, vec![x3, a])?;
+            let sum = add(imp, cx, "poly", Op::Add, vec![x, ax3])?;
+            let c = k(imp, "sqrt_2_over_pi", (2.0 / std::f64::consts::PI).sqrt());
+            let s = add(imp, cx, "scaled", Op::Mul, vec![sum, c])?;
+            add(imp, cx, "tanh", Op::Unary(Unary::Tanh), vec![s])?
+        }
+        other => {
+            return Err(cx.attr_err(
+                "approximate",
+                format!("must be \"none\" or \"tanh\", is \"{other}\""),
+            ));
+        }
+    };
+    let one = k(imp, "one", 1.0);
+    let onep = add(imp, cx, "one_plus", Op::Add, vec![inner, one])?;
+    let half = k(imp, "half", 0.5);
+    let hx = add(imp, cx, "half_x", Op::Mul, vec![x, half])?;
+    add(imp, cx, "", Op::Mul, vec![hx, onep]).map(Lowered::Value)
+}
+
+pub(super) fn unary(imp: &mut Importer, cx: &NodeCx, u: Unary) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&[])?;
+    let x = input(imp, cx, 0)?;
+    add(imp, cx, "", Op::Unary(u), vec![x]).map(Lowered::Value)
+}
+
+pub(super) fn relu(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&[])?;
+    let x = input(imp, cx, 0)?;
+    add(imp, cx, "", Op::Relu, vec![x]).map(Lowered::Value)
+}
+
+/// An alias of its input, except for a graph output, which keeps its own value.
+pub(super) fn identity(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&[])?;
+    let x = input(imp, cx, 0)?;
+    let names_output = cx.proto.output.iter().any(|o| imp.is_graph_output(o));
+    if names_output {
+        add(imp, cx, "", Op::Identity, vec![x]).map(Lowered::Value)
+    } else {
+        Ok(Lowered::Alias(x))
+    }
+}
+
+/// `Cast` to the element type `to` (`saturate` only concerns 8-bit floats, which the IR lacks).
+pub(super) fn cast(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["to", "saturate"])?;
+    let x = input(imp, cx, 0)?;
+    let to = cx.required_int("to")?;
+    let data_type = i32::try_from(to).unwrap_or(i32::MAX);
+    let to = elem_type(data_type).ok_or_else(|| {
+        cx.attr_err(
+            "to",
+            format!("unsupported element type {}", data_type_name(data_type)),
+        )
+    })?;
+    add(imp, cx, "", Op::Cast { to }, vec![x]).map(Lowered::Value)
+}
+
+/// `Where(cond, x, y)`.
+pub(super) fn where_(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 3, 3)?;
+    cx.check_attributes(&[])?;
+    let xs: Vec<ValueId> = (0..3)
+        .map(|i| input(imp, cx, i))
+        .collect::<Result<_, _>>()?;
+    add(imp, cx, "", Op::Where, xs).map(Lowered::Value)
+}

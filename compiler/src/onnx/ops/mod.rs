@@ -1,0 +1,314 @@
+//! The ops: each ONNX node becomes IR nodes (canonicalised: `Gemm` is
+//! `Transpose` + `MatMul` + `Mul` + `Add`, `Flatten` is `Reshape`, `Constant`
+//! is a constant, `Identity` an alias unless it names a graph output). Shapes
+//! and element types are inferred as the nodes are added.
+//!
+//! By family: `elementwise`, `gemm`, `shape` (shapes and layouts), `constant`,
+//! `reduce` (reductions and normalisations), `conv` (convolution and
+//! pooling) and `quant` (quantisation). Here: the claimed ops, the dispatch
+//! on the op type, and what every op's lowering uses (its inputs, its
+//! arity, adding IR nodes, axes and constant integer inputs).
+
+mod constant;
+mod conv;
+mod elementwise;
+mod gemm;
+mod quant;
+mod reduce;
+mod shape;
+
+use super::ImportError;
+use super::import::{Importer, is_default_domain};
+use super::node::NodeCx;
+use super::proto::NodeProto;
+use super::tensor::{MAX_ELEMENTS, checked_numel};
+use crate::ir::{ElemType, Op, ReduceKind, Tensor, TensorType, Unary, ValueId, infer};
+use constant::constant;
+use conv::{conv, global_pool, pool};
+use elementwise::{binary, cast, gelu, identity, pow, relu, unary, variadic, where_};
+use gemm::gemm;
+use quant::{dequantize, matmul_integer, qlinear_matmul, quantize};
+use reduce::{batch_norm, layer_norm, reduce, softmax};
+use shape::{concat, expand, flatten, gather, reshape, slice, split, squeeze, transpose};
+
+/// The ONNX ops (default domain) the importer claims to support. The
+/// conformance runner (`tests/conformance.rs`) runs ONNX's backend node tests
+/// of exactly these; `scripts/onnx_node_tests.py` reads the list from this
+/// file.
+pub const SUPPORTED_OPS: &[&str] = &[
+    "Abs",
+    "Add",
+    "AveragePool",
+    "BatchNormalization",
+    "Cast",
+    "Concat",
+    "Constant",
+    "Conv",
+    "DequantizeLinear",
+    "Div",
+    "Erf",
+    "Exp",
+    "Expand",
+    "Flatten",
+    "Gelu",
+    "Gemm",
+    "Gather",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "Identity",
+    "LayerNormalization",
+    "Log",
+    "MatMul",
+    "MatMulInteger",
+    "Max",
+    "MaxPool",
+    "Min",
+    "Mul",
+    "Neg",
+    "Pow",
+    "QLinearMatMul",
+    "QuantizeLinear",
+    "Reciprocal",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceSum",
+    "Relu",
+    "Reshape",
+    "Round",
+    "Sigmoid",
+    "Slice",
+    "Softmax",
+    "Split",
+    "Sqrt",
+    "Squeeze",
+    "Sub",
+    "Tanh",
+    "Transpose",
+    "Unsqueeze",
+    "Where",
+];
+
+/// What a node lowered to.
+enum Lowered {
+    /// A new value: it takes the node output's ONNX name.
+    Value(ValueId),
+    /// An existing value, now also known by the node output's name.
+    Alias(ValueId),
+    /// One new value per output (absent outputs are `None`).
+    Many(Vec<Option<ValueId>>),
+}
+
+/// Lowers one node (the `index`-th of the graph) into the graph.
+pub(super) fn lower(
+    imp: &mut Importer,
+    proto: &NodeProto,
+    index: usize,
+) -> Result<(), ImportError> {
+    let cx = NodeCx::new(proto, index);
+    if !is_default_domain(&proto.domain) {
+        return Err(ImportError::UnsupportedDomain {
+            node: cx.node,
+            op_type: proto.op_type.clone(),
+            domain: proto.domain.clone(),
+        });
+    }
+    let lowered = match proto.op_type.as_str() {
+        "MatMul" => binary(imp, &cx, Op::MatMul),
+        "Add" => binary(imp, &cx, Op::Add),
+        "Sub" => binary(imp, &cx, Op::Sub),
+        "Mul" => binary(imp, &cx, Op::Mul),
+        "Div" => binary(imp, &cx, Op::Div),
+        "Relu" => relu(imp, &cx),
+        "Pow" => pow(imp, &cx),
+        "Gelu" => gelu(imp, &cx),
+        "Max" => variadic(imp, &cx, Op::Max),
+        "Min" => variadic(imp, &cx, Op::Min),
+        name if Unary::ALL.iter().any(|u| u.name() == name) => {
+            let u = Unary::ALL
+                .into_iter()
+                .find(|u| u.name() == name)
+                .unwrap_or(Unary::Neg);
+            unary(imp, &cx, u)
+        }
+        "Identity" => identity(imp, &cx),
+        "Gemm" => gemm(imp, &cx),
+        "Reshape" => reshape(imp, &cx),
+        "Flatten" => flatten(imp, &cx),
+        "Unsqueeze" => squeeze(imp, &cx, true),
+        "Expand" => expand(imp, &cx),
+        "Squeeze" => squeeze(imp, &cx, false),
+        "Transpose" => transpose(imp, &cx),
+        "Cast" => cast(imp, &cx),
+        "Constant" => constant(imp, &cx),
+        "ReduceSum" => reduce(imp, &cx, ReduceKind::Sum),
+        "ReduceMean" => reduce(imp, &cx, ReduceKind::Mean),
+        "ReduceMax" => reduce(imp, &cx, ReduceKind::Max),
+        "ReduceMin" => reduce(imp, &cx, ReduceKind::Min),
+        "Softmax" => softmax(imp, &cx),
+        "LayerNormalization" => layer_norm(imp, &cx),
+        "Slice" => slice(imp, &cx),
+        "Split" => split(imp, &cx),
+        "Concat" => concat(imp, &cx),
+        "Where" => where_(imp, &cx),
+        "Gather" => gather(imp, &cx),
+        "Conv" => conv(imp, &cx),
+        "MaxPool" => pool(imp, &cx, true),
+        "AveragePool" => pool(imp, &cx, false),
+        "GlobalAveragePool" => global_pool(imp, &cx, ReduceKind::Mean),
+        "GlobalMaxPool" => global_pool(imp, &cx, ReduceKind::Max),
+        "BatchNormalization" => batch_norm(imp, &cx),
+        "QuantizeLinear" => quantize(imp, &cx),
+        "DequantizeLinear" => dequantize(imp, &cx),
+        "MatMulInteger" => matmul_integer(imp, &cx).map(Lowered::Value),
+        "QLinearMatMul" => qlinear_matmul(imp, &cx),
+        _ => Err(ImportError::UnsupportedOp {
+            node: cx.node.clone(),
+            op_type: proto.op_type.clone(),
+            opset: imp.opset,
+        }),
+    }?;
+    bind_output(imp, &cx, lowered)
+}
+
+fn bind_output(imp: &mut Importer, cx: &NodeCx, lowered: Lowered) -> Result<(), ImportError> {
+    if let Lowered::Many(vs) = lowered {
+        for (name, v) in cx.proto.output.iter().zip(vs) {
+            if let Some(v) = v.filter(|_| !name.is_empty()) {
+                imp.bind(name, v, true)?;
+            }
+        }
+        return Ok(());
+    }
+    let Some(name) = cx.proto.output.first().filter(|n| !n.is_empty()) else {
+        return Ok(()); // an unnamed result nothing can read
+    };
+    match lowered {
+        Lowered::Many(_) => Ok(()),
+        Lowered::Value(v) => imp.bind(name, v, true),
+        Lowered::Alias(v) => imp.bind(name, v, false),
+    }
+}
+
+// ---- Inputs, outputs and node creation ----
+
+/// Checks the node has `min..=max` inputs (absent optional ones included) and one output.
+fn arity(cx: &NodeCx, min: usize, max: usize) -> Result<(), ImportError> {
+    let n = cx.proto.input.len();
+    if n < min || n > max {
+        let expected = if min == max {
+            format!("{min}")
+        } else {
+            format!("{min} to {max}")
+        };
+        let plural = if max == 1 { "" } else { "s" };
+        return Err(cx.arity_err(format!("takes {expected} input{plural}, has {n}")));
+    }
+    match cx.proto.output.len() {
+        1 => Ok(()),
+        k => Err(cx.arity_err(format!("has {k} outputs, the op has 1"))),
+    }
+}
+
+/// Input `i`, which must be present.
+fn input(imp: &Importer, cx: &NodeCx, i: usize) -> Result<ValueId, ImportError> {
+    optional_input(imp, cx, i)?.ok_or_else(|| ImportError::MissingInput {
+        node: cx.node.clone(),
+        op_type: cx.op_type(),
+        position: i,
+        value: String::new(),
+    })
+}
+
+/// Input `i`, or `None` when absent (past the end or named `""`).
+fn optional_input(imp: &Importer, cx: &NodeCx, i: usize) -> Result<Option<ValueId>, ImportError> {
+    match cx.proto.input.get(i).filter(|n| !n.is_empty()) {
+        None => Ok(None),
+        Some(name) => imp
+            .value(name)
+            .map(Some)
+            .ok_or_else(|| ImportError::MissingInput {
+                node: cx.node.clone(),
+                op_type: cx.op_type(),
+                position: i,
+                value: name.clone(),
+            }),
+    }
+}
+
+/// Adds an IR node for this ONNX node (`step` names the part of a decomposed
+/// op) and returns its result, with a typed error if the op does not fit its inputs.
+fn add(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    step: &str,
+    op: Op,
+    inputs: Vec<ValueId>,
+) -> Result<ValueId, ImportError> {
+    let tys: Vec<TensorType> = inputs.iter().map(|v| imp.g.ty(*v).clone()).collect();
+    let out = infer(&op, &tys).map_err(|e| op_err(cx, &op, &e))?;
+    if out.iter().any(|t| checked_numel(&t.shape).is_none()) {
+        let e = format!("the result has more than {MAX_ELEMENTS} elements");
+        return Err(op_err(cx, &op, &e));
+    }
+    let name = if step.is_empty() {
+        cx.name.clone()
+    } else {
+        format!("{}/{step}", cx.name)
+    };
+    let outputs = imp
+        .g
+        .add_node(name, op.clone(), inputs)
+        .map_err(|e| cx.shape_err(e))?;
+    outputs
+        .first()
+        .copied()
+        .ok_or_else(|| op_err(cx, &op, "the op gives no result"))
+}
+
+/// A shape error, naming the IR op when it is a part of a decomposed ONNX op.
+fn op_err(cx: &NodeCx, op: &Op, e: &str) -> ImportError {
+    if op.name() == cx.proto.op_type {
+        cx.shape_err(e)
+    } else {
+        cx.shape_err(format!("{}: {e}", op.name()))
+    }
+}
+
+/// A scalar constant of type `elem`.
+fn scalar(imp: &mut Importer, name: String, elem: ElemType, x: f64) -> ValueId {
+    let ty = TensorType {
+        elem,
+        shape: vec![],
+    };
+    imp.g.add_constant(name, Tensor::new(ty, vec![x]))
+}
+
+// ---- Shared by several families ----
+
+/// The values of a constant 1-D `int64` input.
+fn constant_ints(imp: &Importer, cx: &NodeCx, v: ValueId) -> Result<Vec<i64>, ImportError> {
+    let name = &imp.g.values[v.index()].name;
+    let Some(t) = imp.g.constants.get(&v) else {
+        return Err(ImportError::NotConstant {
+            node: cx.node.clone(),
+            op_type: cx.op_type(),
+            value: name.clone(),
+        });
+    };
+    if t.ty.elem != ElemType::I64 || t.ty.shape.len() != 1 {
+        let ty = &t.ty;
+        return Err(cx.shape_err(format!("`{name}` must be a 1-D int64 tensor, it is {ty}")));
+    }
+    Ok(t.data.iter().map(|x| *x as i64).collect())
+}
+
+/// An axis in `-rank..rank`, resolved.
+fn axis_of(cx: &NodeCx, what: &str, a: i64, rank: usize) -> Result<usize, ImportError> {
+    let r = i64::try_from(rank).unwrap_or(i64::MAX);
+    let x = if a < 0 { a + r } else { a };
+    usize::try_from(x)
+        .ok()
+        .filter(|x| *x < rank)
+        .ok_or_else(|| cx.attr_err(what, format!("{a} is out of range for rank {rank}")))
+}

@@ -1,0 +1,215 @@
+//! The reductions and normalisations: `ReduceSum` / `ReduceMean` /
+//! `ReduceMax` / `ReduceMin`, `Softmax`, `LayerNormalization` and
+//! `BatchNormalization`, the last three decomposed into reductions and
+//! element-wise ops.
+
+use super::{Lowered, add, arity, axis_of, constant_ints, input, optional_input, scalar};
+use crate::ir::{Op, ReduceKind, Tensor, TensorType, Unary, ValueId};
+use crate::onnx::ImportError;
+use crate::onnx::import::Importer;
+use crate::onnx::node::NodeCx;
+
+/// Sorted distinct axes.
+fn axes_of(cx: &NodeCx, what: &str, axes: &[i64], rank: usize) -> Result<Vec<usize>, ImportError> {
+    let mut out: Vec<usize> = axes
+        .iter()
+        .map(|a| axis_of(cx, what, *a, rank))
+        .collect::<Result<_, _>>()?;
+    out.sort_unstable();
+    if out.windows(2).any(|w| w[0] == w[1]) {
+        return Err(cx.attr_err(what, format!("{axes:?} repeats an axis")));
+    }
+    Ok(out)
+}
+
+/// `ReduceSum` / `ReduceMean` / `ReduceMax` / `ReduceMin`. The axes are an
+/// input from opset 13 (`ReduceSum`) or 18 (the others), an attribute
+/// before; no axes means all of them, or nothing with `noop_with_empty_axes`.
+pub(super) fn reduce(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    kind: ReduceKind,
+) -> Result<Lowered, ImportError> {
+    let from_input = imp.opset >= if kind == ReduceKind::Sum { 13 } else { 18 };
+    let x = input(imp, cx, 0)?;
+    let rank = imp.g.ty(x).shape.len();
+    let axes = if from_input {
+        arity(cx, 1, 2)?;
+        cx.check_attributes(&["keepdims", "noop_with_empty_axes"])?;
+        match optional_input(imp, cx, 1)? {
+            Some(a) => Some(constant_ints(imp, cx, a)?),
+            None => None,
+        }
+    } else {
+        arity(cx, 1, 1)?;
+        cx.check_attributes(&["axes", "keepdims"])?;
+        cx.ints("axes")?.map(<[i64]>::to_vec)
+    };
+    let keepdims = cx.int("keepdims", 1)? != 0;
+    let noop = from_input && cx.int("noop_with_empty_axes", 0)? != 0;
+    let axes = match axes.filter(|a| !a.is_empty()) {
+        Some(a) => axes_of(cx, "axes", &a, rank)?,
+        None if noop => return add(imp, cx, "", Op::Identity, vec![x]).map(Lowered::Value),
+        None => (0..rank).collect(),
+    };
+    let op = Op::Reduce {
+        kind,
+        axes,
+        keepdims,
+    };
+    add(imp, cx, "", op, vec![x]).map(Lowered::Value)
+}
+
+/// `Softmax` as `exp(x - max) / sum(exp(x - max))` over `axis` (opset 13 on),
+/// or over `axis` and every later dimension (before 13, where the input is
+/// seen as a matrix split at `axis`).
+pub(super) fn softmax(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["axis"])?;
+    let x = input(imp, cx, 0)?;
+    let rank = imp.g.ty(x).shape.len();
+    if !imp.g.ty(x).elem.is_float() {
+        let ty = imp.g.ty(x);
+        return Err(cx.shape_err(format!(
+            "Softmax is defined on floating-point tensors, the input is {ty}"
+        )));
+    }
+    let default = if imp.opset >= 13 { -1 } else { 1 };
+    let axis = axis_of(cx, "axis", cx.int("axis", default)?, rank.max(1))?;
+    let axes: Vec<usize> = if imp.opset >= 13 {
+        vec![axis]
+    } else {
+        (axis..rank).collect()
+    };
+    let red = |kind| Op::Reduce {
+        kind,
+        axes: axes.clone(),
+        keepdims: true,
+    };
+    let m = add(imp, cx, "max", red(ReduceKind::Max), vec![x])?;
+    let d = add(imp, cx, "shifted", Op::Sub, vec![x, m])?;
+    let e = add(imp, cx, "exp", Op::Unary(Unary::Exp), vec![d])?;
+    let s = add(imp, cx, "sum", red(ReduceKind::Sum), vec![e])?;
+    add(imp, cx, "", Op::Div, vec![e, s]).map(Lowered::Value)
+}
+
+/// `LayerNormalization` (opset 17) over `axis` and every later dimension:
+/// `(x - mean) / sqrt(var + epsilon) * scale + bias`, decomposed into the
+/// reductions and element-wise ops a model exporter writes out by hand.
+/// The optional `Mean` and `InvStdDev` outputs are bound too.
+pub(super) fn layer_norm(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    let n = cx.proto.input.len();
+    if !(2..=3).contains(&n) {
+        return Err(cx.arity_err(format!("takes 2 to 3 inputs, has {n}")));
+    }
+    if cx.proto.output.is_empty() || cx.proto.output.len() > 3 {
+        let k = cx.proto.output.len();
+        return Err(cx.arity_err(format!("has {k} outputs, the op has 1 to 3")));
+    }
+    cx.check_attributes(&["axis", "epsilon", "stash_type"])?;
+    if cx.int("stash_type", 1)? != 1 {
+        return Err(cx.attr_err("stash_type", "only 1 (float32 statistics) is supported"));
+    }
+    let (x, scale) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
+    let bias = optional_input(imp, cx, 2)?;
+    let ty = imp.g.ty(x).clone();
+    if !ty.elem.is_float() {
+        return Err(cx.shape_err(format!("the input must be floating-point, it is {ty}")));
+    }
+    let rank = ty.shape.len();
+    let axis = axis_of(cx, "axis", cx.int("axis", -1)?, rank)?;
+    let eps = scalar(
+        imp,
+        format!("{}/epsilon", cx.name),
+        ty.elem,
+        f64::from(cx.float("epsilon", 1e-5)?),
+    );
+    let mean_op = Op::Reduce {
+        kind: ReduceKind::Mean,
+        axes: (axis..rank).collect(),
+        keepdims: true,
+    };
+    let mean = add(imp, cx, "mean", mean_op.clone(), vec![x])?;
+    let d = add(imp, cx, "centered", Op::Sub, vec![x, mean])?;
+    let sq = add(imp, cx, "square", Op::Mul, vec![d, d])?;
+    let var = add(imp, cx, "variance", mean_op, vec![sq])?;
+    let ve = add(imp, cx, "variance_eps", Op::Add, vec![var, eps])?;
+    let sd = add(imp, cx, "stddev", Op::Unary(Unary::Sqrt), vec![ve])?;
+    let inv = add(
+        imp,
+        cx,
+        "inv_stddev",
+        Op::Unary(Unary::Reciprocal),
+        vec![sd],
+    )?;
+    let normed = add(imp, cx, "normalized", Op::Mul, vec![d, inv])?;
+    let mut y = add(imp, cx, "scaled", Op::Mul, vec![normed, scale])?;
+    if let Some(b) = bias {
+        y = add(imp, cx, "", Op::Add, vec![y, b])?;
+    }
+    Ok(Lowered::Many(vec![Some(y), Some(mean), Some(inv)]))
+}
+
+/// `BatchNormalization` in inference mode: `x · a + b` per channel, with
+/// `a = scale / sqrt(var + eps)` and `b = bias - mean · a` (computed at import
+/// when the statistics are constants, else as ops).
+pub(super) fn batch_norm(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    if cx.proto.input.len() != 5 {
+        return Err(cx.arity_err(format!("takes 5 inputs, has {}", cx.proto.input.len())));
+    }
+    if cx.proto.output.iter().skip(1).any(|o| !o.is_empty()) {
+        return Err(
+            cx.arity_err("the training outputs (running mean and variance) are not supported")
+        );
+    }
+    cx.check_attributes(&["epsilon", "momentum", "training_mode", "spatial"])?;
+    if cx.int("training_mode", 0)? != 0 {
+        return Err(cx.attr_err("training_mode", "only inference (0) is supported"));
+    }
+    let x = input(imp, cx, 0)?;
+    let ins: Vec<ValueId> = (1..5)
+        .map(|i| input(imp, cx, i))
+        .collect::<Result<_, _>>()?;
+    let ty = imp.g.ty(x).clone();
+    if ty.shape.len() < 2 || !ty.elem.is_float() {
+        return Err(cx.shape_err(format!(
+            "the input must be a floating-point [N, C, ...] tensor, it is {ty}"
+        )));
+    }
+    let c = ty.shape[1];
+    // Per-channel values broadcast over [N, C, ...]: shape [C, 1, ...].
+    let mut shape = vec![c];
+    shape.extend(std::iter::repeat_n(1, ty.shape.len() - 2));
+    let eps = f64::from(cx.float("epsilon", 1e-5)?);
+    let consts: Option<Vec<&Tensor>> = ins.iter().map(|v| imp.g.constants.get(v)).collect();
+    let Some(k) = consts else {
+        return Err(ImportError::NotConstant {
+            node: cx.node.clone(),
+            op_type: cx.op_type(),
+            value: "scale, bias, mean and variance".to_owned(),
+        });
+    };
+    if k.iter().any(|t| t.data.len() != c) {
+        return Err(cx.shape_err(format!(
+            "scale, bias, mean and variance must have {c} elements"
+        )));
+    }
+    let a: Vec<f64> = (0..c)
+        .map(|i| k[0].data[i] / (k[3].data[i] + eps).sqrt())
+        .collect();
+    let b: Vec<f64> = (0..c).map(|i| k[1].data[i] - k[2].data[i] * a[i]).collect();
+    let elem = ty.elem;
+    let mut constant = |name: &str, data: Vec<f64>| {
+        let t = Tensor::new(
+            TensorType {
+                elem,
+                shape: shape.clone(),
+            },
+            data,
+        );
+        imp.g.add_constant(format!("{}/{name}", cx.name), t)
+    };
+    let (a, b) = (constant("scale", a), constant("shift", b));
+    let y = add(imp, cx, "scaled", Op::Mul, vec![x, a])?;
+    add(imp, cx, "", Op::Add, vec![y, b]).map(Lowered::Value)
+}
