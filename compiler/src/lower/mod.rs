@@ -11,7 +11,7 @@
 //!    element-wise nodes that only consume its result follow it as an
 //!    epilogue (fusion), so intermediate tiles never go back to the home memory.
 //!    A layer normalisation, a softmax or a GELU is one region of its own
-//!    ([`rows`]); attention is one region ([`fuse`]). Values passed between
+//!    ([`rows`]); attention is one region ([`crate::passes::fuse`]). Values passed between
 //!    regions stay on chip where they fit (residency), in the type their
 //!    matrix products read; a product whose result only a transpose back
 //!    to rows of tokens reads writes it in place, and a transposed matrix
@@ -29,6 +29,14 @@
 //!    registers allocated ([`crate::regalloc`]), instructions scheduled into
 //!    bundles ([`crate::sched`]), each checked by its independent checker;
 //!    then encoded into a [`Program`].
+//!
+//! Each stage is a module owning the value it produces in the `Lowerer`:
+//! `layout` (`Layout`: every value's home), `residency` (`Kept`: values kept
+//! on chip across regions), `regions` (`RegionPlan`, `Fusion`, `Trials`: the
+//! regions lowered in order), `tiles` (`TileCache`: tilings and operands on
+//! chip), `pool` (`Pool`: constants packed at home) and `backend` (the
+//! [`Compiled`] result). This file is the driver: [`compile_mapped`] runs a
+//! compile and takes the fallback order of [`options`] when it fails.
 //!
 //! Nothing here names a target: every choice comes from the machine model
 //! and the generated tables.
@@ -64,18 +72,15 @@ use emit::{Base, BufInfo, Emitter, MemTile, Pad, Val};
 pub use error::LowerError;
 use error::{err, overflow};
 use isa_specs::Machine;
-use isa_specs::model::Func;
-use isa_specs::model::{DType, MemId, OperandKind};
+use isa_specs::model::{DType, Func, MemId, OperandKind};
 use isa_specs::program::{DataSegment, Program, TensorDesc};
 use isa_specs::target::{Bundle, MInst};
-use layout::Layout;
-use layout::{Home, cast_is_view, view};
+use layout::{Home, Layout, cast_is_view, view};
 use machine::{Info, Loc, Place};
 use mapping::{Mappings, Order, SpaceEntry};
 use ops::{Contraction, Ew, Step};
 pub use options::{Fallback, OPTIONS, Opt, OptionInfo, Options, When, fallbacks};
-use pool::Pool;
-use pool::{PackKey, PanelKey};
+use pool::{PackKey, PanelKey, Pool};
 pub use pool::{broadcast_offsets, encode, encode_elements, encode_into};
 use regions::{Fusion, RegionPlan, Trials};
 use residency::Kept;
@@ -128,6 +133,8 @@ impl Compiled {
     }
 }
 
+/// One compile in progress: the graph, the emitter, and the value of each
+/// stage so far.
 struct Lowerer<'a> {
     g: &'a Graph,
     e: Emitter<'a>,
