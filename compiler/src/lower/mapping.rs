@@ -2,7 +2,7 @@
 //! the machine (which contraction instruction, which tile sizes, in which
 //! order the output tiles are visited), the analytical estimate of each
 //! mapping, and mappings chosen from outside the compiler (a file, or
-//! [`crate::tune`] measuring candidates on the simulator).
+//! `tessera::tune` measuring candidates on the simulator).
 //!
 //! The space is enumerable: [`SpaceEntry`] lists, per product, every
 //! instruction with the tile sizes it accepts on each axis and the orders,

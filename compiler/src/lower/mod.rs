@@ -394,8 +394,8 @@ impl<'a> Lowerer<'a> {
     ) -> Lowerer<'a> {
         let mut l = Lowerer {
             g,
-            e: Emitter::new(m, t.isa(), &info),
-            info: &info,
+            e: Emitter::new(m, t.isa(), info),
+            info,
             layout: Layout {
                 homes: HashMap::new(),
                 act,

@@ -1,6 +1,6 @@
 //! The optimisations the lowering can switch off, declared once.
 //!
-//! The table at the end of this file ([`declare_options!`]) gives each
+//! The table at the end of this file (`declare_options!`) gives each
 //! optimisation its field and JSON name, its variant of [`Opt`], its
 //! command-line flag, its one-line help and, for those the compiler gives
 //! up on when a model does not compile with them, its place in the fallback
@@ -149,7 +149,7 @@ pub fn markdown_table() -> String {
 }
 
 declare_options! {
-    /// Attention as one region with its intermediates kept on chip ([`fuse`]).
+    /// Attention as one region with its intermediates kept on chip ([`crate::passes::fuse`]).
     fuse_attention: FuseAttention, "no-fuse-attention",
         "Do not fuse attention into one region with its intermediates kept on chip (scores, softmax steps and probabilities then go through the home memory between the steps).",
         fallback 4 Attention "attention not kept on chip";
@@ -185,12 +185,12 @@ declare_options! {
     spread_buffers: SpreadBuffers, "no-spread-buffers",
         "Let on-chip buffers share bytes as soon as their lifetimes end, even where the memory has room to keep neighbours apart.";
     /// The scheduler lets what follows an asynchronous transfer move above
-    /// it where nothing depends on it ([`sched::Rules`]).
+    /// it where nothing depends on it ([`crate::sched::Rules`]).
     overlap_transfers: OverlapTransfers, "no-overlap-transfers",
         "Schedule nothing above an asynchronous transfer (no overlap of the code after a transfer with it).";
     /// The tile search also weighs visiting output tiles column block by
     /// column block (the weights' runs stay on chip, the inputs stream)
-    /// against row block by row block ([`mapping::Order`]).
+    /// against row block by row block ([`super::mapping::Order`]).
     order_search: OrderSearch, "no-order-search",
         "Visit a product's output tiles row block by row block only, instead of also weighing column block by column block (weights kept on chip, inputs streamed) in the tile search.";
     /// A large transfer on an asynchronous unit with several copies (DMA
@@ -213,13 +213,13 @@ declare_options! {
     /// A product of one row (per batch) by constant weights, or by a
     /// computed matrix already on chip, runs on the vector unit (sublanes as
     /// partial sums) where it can, instead of the matrix unit streaming one
-    /// row per weight tile ([`gemv`]).
+    /// row per weight tile ([`super::gemv`]).
     vector_gemv: VectorGemv, "no-vector-gemv",
         "Compute a product of one row (per batch) by a matrix on the matrix unit instead of the vector unit.";
     /// A layer normalisation, a softmax, a GELU (element-wise nodes and
     /// reductions over the last dimension of one shape) is one region that
     /// reads each row once and keeps everything in between in registers
-    /// ([`rows`]), instead of a region per reduction and per chain. Needs
+    /// ([`super::rows`]), instead of a region per reduction and per chain. Needs
     /// [`Options::broadcast_rows`].
     fuse_rows: FuseRows, "no-fuse-rows",
         "Lower layer normalisations, softmaxes and GELUs one node (or chain) at a time, each reading and writing memory, instead of as one region per group that reads each row once and keeps the rest in registers.",
@@ -245,7 +245,7 @@ declare_options! {
     dense_joins: DenseJoins, "no-dense-joins",
         "Keep a join (`Concat`) on chip in rows padded to whole registers, its parts from home landing first and copied into it through the registers, instead of in dense rows its parts are transferred into.";
     /// A product visits its column tiles in the order their readers are
-    /// lowered ([`Lowerer::column_needs`]): attention's projection makes
+    /// lowered (`Lowerer::column_needs`): attention's projection makes
     /// the keys and values, which the head splits copy, before the queries,
     /// which the scores read in place, so the copies overlap the rest of
     /// the product instead of following it.
@@ -254,14 +254,14 @@ declare_options! {
     /// The scheduler ranks instructions by their critical path plus their
     /// distance from the end in a list schedule of the reversed program
     /// under the machine's units and bandwidth
-    /// ([`sched::Rules::reverse_priorities`]), so the work the end waits for
+    /// ([`crate::sched::Rules::reverse_priorities`]), so the work the end waits for
     /// behind a busy unit or memory (the last output tiles' pops and
     /// stores) comes first, rather than by the critical path alone.
     reverse_priorities: ReversePriorities, "no-reverse-priorities",
         "Rank instructions for scheduling by the latency-weighted critical path alone, instead of adding their distance from the end in a list schedule of the reversed program under the machine's units and memory bandwidth.";
     /// The scheduler finishes chains of accumulations one after another on
     /// each copy of a unit rather than advancing them all together
-    /// ([`sched::Rules::finish_chains`]), so their registers free, and their
+    /// ([`crate::sched::Rules::finish_chains`]), so their registers free, and their
     /// results drain, while the unit goes on.
     finish_chains: FinishChains, "no-finish-chains",
         "Advance a unit's chains of accumulations (a GEMM's output tiles) in critical-path order, all together, instead of finishing one per copy of the unit before starting the next.";
@@ -276,14 +276,14 @@ declare_options! {
         "Compute what a constant mask makes dead (a causal softmax's upper triangle, the products making and reading it) instead of skipping it, and leave attention's scale on the scores instead of moving it into the query projection's epilogue (where the mask's kept chunks then cost no operation).";
     /// A causal mask is computed from element positions by an instruction
     /// that masks by position, where the machine has one
-    /// ([`rows::MaskByPosition`]), instead of loaded as two constants
+    /// (`rows::MaskByPosition`), instead of loaded as two constants
     /// (which mask, which bias) and applied by a multiply-add.
     mask_by_position: MaskByPosition, "no-mask-by-position",
         "Load a causal mask's two constants and apply them by a multiply-add, instead of masking by element position with the machine's instruction for it (`vcausal` on vliw-systolic), which loads nothing.";
     /// A product visiting its tiles row block by row block computes its
     /// last block of rows in two halves where two steps of half the rows
     /// take the contraction's unit no longer than one of all
-    /// ([`Lowerer::halves_cost_nothing`]): the output tiles finishing
+    /// (`Lowerer::halves_cost_nothing`): the output tiles finishing
     /// together at the end, whose drain and store nothing overlaps, are
     /// half as large.
     split_last_rows: SplitLastRows, "no-split-last-rows",

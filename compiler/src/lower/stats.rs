@@ -43,7 +43,7 @@ impl Roofline {
 
 /// The peak MACs per cycle (every unit, every copy) and the home memory's
 /// bandwidth (bytes per cycle, at least 1) of `m`: the two roofs of the
-/// bound ([`compiler::lower::Roofline`]).
+/// bound ([`Roofline`]).
 pub fn roof(m: &Machine) -> (i64, u64) {
     let peak: i64 = m
         .units

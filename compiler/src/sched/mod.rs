@@ -40,7 +40,7 @@
 //! With [`Rules::finish_chains`], a unit's chains of accumulations into one
 //! register (a GEMM's output tiles) finish one per copy of the unit at a
 //! time instead of advancing together, where the work known can keep the
-//! copies busy that way ([`Ready`](chains::Ready)). A slot takes one instruction per bundle; a unit copy is busy
+//! copies busy that way (`chains::Ready`). A slot takes one instruction per bundle; a unit copy is busy
 //! for the instruction's occupancy (until it finishes if not pipelined).
 //! Asynchronous transfers take turns on each memory they touch, each for its
 //! bytes over the memory's bandwidth, as the simulator books them: a
@@ -157,7 +157,7 @@ pub struct Rules {
     /// While every copy of a unit has a chain of accumulations going, a
     /// ready next step of one goes before the first of another, unless the
     /// work known would then leave copies idle at the end (see
-    /// [`Ready`](chains::Ready)).
+    /// `chains::Ready`).
     pub finish_chains: bool,
 }
 

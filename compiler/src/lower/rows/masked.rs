@@ -14,7 +14,7 @@
 //! stops its reduction where all the rows of its tile are zero. For a
 //! causal mask at seq 512 in tiles of 128, 6 of 16 tiles of each.
 //!
-//! The analysis ([`skip`]) evaluates the group's plan on an abstract value
+//! The analysis (`skip`) evaluates the group's plan on an abstract value
 //! per element (unknown, a known constant, or some value at most
 //! [`MASKED`]), once per row of the mask's period. It assumes, as the
 //! hardware's floating point makes true of any real attention, that the

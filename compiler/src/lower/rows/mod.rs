@@ -3,7 +3,7 @@
 //! shape, lowered as one region that reads each row from memory once, keeps
 //! everything in between in registers, and writes one result.
 //!
-//! **Recognition** ([`row_groups`], on the graph after `canon`). A group
+//! **Recognition** ([`crate::passes::rowgroups::row_groups`], on the graph after `canon`). A group
 //! starts at a reduction over the last dimension (dimensions kept), or at an
 //! element-wise node whose computed operand `x` is read by several
 //! element-wise nodes (a fan-out, as GELU's `x`). It takes, in graph order,
@@ -17,7 +17,7 @@
 //! front, the element-wise nodes that make its source and are read only by
 //! it (attention's scale and mask, GELU's bias), so the product before it
 //! writes its raw result once and the group reads it once
-//! ([`row_groups_with`]). The last node's result is the group's
+//! ([`crate::passes::rowgroups::row_groups_with`]). The last node's result is the group's
 //! output; nodes it does not need are dropped. Every other value of the
 //! group must be read only inside it, and the output must have the full
 //! shape.
