@@ -343,7 +343,7 @@ fn a_staged_run_wider_than_one_transfer_comes_in_column_chunks_and_serves_every_
 fn a_run_of_a_long_reduction_is_staged_once_for_every_column_tile() {
     // K = 8192 in blocks of 256 rows: the input's run (8 MiB counted in
     // f32) is a quarter of vliw-systolic's 32 MiB SRAM and is staged whole.
-    // Cut in two runs (an eighth of the memory each, before session 11),
+    // Cut in two runs (an eighth of the memory each, before 2026-12-04),
     // every column tile staged and converted both again: a GEMM of
     // 1024 x 8192 x 1024 converted its input eight times and ran at 44%.
     let at = |n: usize| conversions(&compiler::run::gemm_graph(256, 8192, n)).0;

@@ -125,9 +125,9 @@ fn small_block_on_vliw() -> (
 /// follow; each sibling after it takes the other quarter of that half than
 /// the one before, so `k`'s and `v`'s splits share no register and run
 /// side by side instead of one after the other (GPT-2 block at seq 512 on
-/// vliw-systolic 76515 → 76386 cycles in session 17; with the whole file
+/// vliw-systolic 76515 → 76386 cycles on 2026-12-05; with the whole file
 /// for the second sibling, `v`'s split reused `k`'s registers. Since
-/// session 18 the first copy takes a quarter where siblings follow: it had
+/// 2026-12-05 the first copy takes a quarter where siblings follow: it had
 /// taken the half, and with `q`'s copy gone, `k` and `v` shared a quarter).
 #[test]
 fn sibling_head_splits_take_different_quarters_of_the_register_file() {
@@ -162,7 +162,7 @@ fn sibling_head_splits_take_different_quarters_of_the_register_file() {
     assert_eq!(quarter(&v).len(), 1, "v: {v:?}");
 }
 
-/// Attention's split of the projection's result into heads (session 18).
+/// Attention's split of the projection's result into heads (2026-12-05).
 /// The queries are read only as `A`, which vliw-systolic's contractions
 /// take strided: the scores read them where the projection wrote them
 /// (`ld` is the pitch of its 192 columns) and no `q` split is lowered. The
@@ -253,7 +253,7 @@ fn attention_reads_its_heads_where_the_projection_writes_them() {
 }
 
 /// A product visits its column tiles in the order their readers are
-/// lowered (`--no-reader-order`, session 18): here the right half of the
+/// lowered (`--no-reader-order`, 2026-12-05): here the right half of the
 /// result is sliced and read first, so its tile is computed first; left to
 /// right without it. Both run right.
 #[test]
@@ -311,7 +311,7 @@ fn product_computes_first_the_columns_read_first() {
     assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
 }
 
-/// The tile search's estimate (session 18): a product whose `A` is on chip
+/// The tile search's estimate (2026-12-05): a product whose `A` is on chip
 /// and whose `B` runs stay on chip across row blocks waits for the home
 /// memory once per column tile, not once per tile, and a result stored on
 /// chip after its epilogue waits for none; so row tiles of 128 and of 256

@@ -450,7 +450,7 @@ fn a_product_summed_in_vector_registers_takes_them_from_the_whole_file() {
 /// lowered again with smaller tiles instead of refused: systolic-os as a
 /// 32×32 input-stationary array, 128 × 64 × 256, whose 64 KiB ofmap holds
 /// the f32 output tiles and the f32 input staged for conversion (refused
-/// until session 19: "the buffers need 69632 bytes at their peak").
+/// until 2026-12-05: "the buffers need 69632 bytes at their peak").
 #[test]
 fn tiles_overflowing_a_scratchpad_are_tried_again_smaller() {
     let g = product(&[128, 64], &[64, 256], 0.0078125);
@@ -479,7 +479,7 @@ fn tiles_overflowing_a_scratchpad_are_tried_again_smaller() {
 /// scratchpad the tile search keeps each operand tile within: systolic-os
 /// with an 8 KiB ifmap, 32 × 64 × 32 as one fold of K = 64, whose 4 KiB
 /// ifmap tile is half of it (refused as "more than 1/4 of it" until
-/// session 20).
+/// 2026-12-06).
 #[test]
 fn a_mapping_given_may_take_more_than_the_searchs_share_of_a_scratchpad() {
     use compiler::lower::mapping::{Mapping, Mappings};
@@ -585,7 +585,7 @@ fn a_products_last_block_of_rows_is_computed_in_halves() {
 /// tiles' stores to DRAM are waited for after the region; checked as last
 /// touched, they let the check place later buffers in their bytes, the
 /// region passed, and the back end refused the program ("the buffers need
-/// 69632 bytes at their peak") until session 20. Now the region sees the
+/// 69632 bytes at their peak") until 2026-12-06. Now the region sees the
 /// overflow and is lowered again with smaller tiles.
 #[test]
 fn buffers_of_transfers_in_flight_count_until_their_waits() {

@@ -365,8 +365,8 @@ halt
 /// instruction's distance from the end in a schedule of the reversed
 /// program, under the same units and HBM bandwidth, finishes some tiles
 /// earlier and overlaps their stores with the rest (GEMM 512³ on
-/// vliw-systolic 4853 → 4583 cycles when measured, 4853 → 4510 in session
-/// 20). With the last block of rows in halves
+/// vliw-systolic 4853 → 4583 cycles when measured, 4853 → 4510 on
+/// 2026-12-06). With the last block of rows in halves
 /// ([`compiler::lower::Options::split_last_rows`]) there is less left to
 /// overlap at the end, and this GEMM is faster without (3947 against 4019
 /// cycles), so the test keeps the block whole.

@@ -228,7 +228,7 @@ fn scheduled(
         // Both estimate the time from an instruction to the end, the first
         // by latencies alone, the second with the units and bandwidth
         // taken; their sum ranked better on every workload measured than
-        // either alone or their maximum (session 10).
+        // either alone or their maximum (2026-12-04).
         let rev = times.time("reverse schedule", || reverse_priorities(m, deps));
         for (p, q) in prio.iter_mut().zip(rev) {
             *p += q;

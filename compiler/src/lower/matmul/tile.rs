@@ -664,7 +664,7 @@ impl Lowerer<'_> {
             // A run takes up to a quarter of the memory, counted in 4-byte
             // elements. A reduction longer than that comes in several runs,
             // which every column tile stages again (an eighth, until
-            // session 11, cut 256 rows of K = 8192 in two).
+            // 2026-12-04, cut 256 rows of K = 8192 in two).
             let esz = 4i64.max(stage_loc.dtype.bytes() as i64);
             let budget = self.e.m.memories[sm.index()].size.value / 4 / (other.max(1) * esz);
             let step = p.tk.max(1);
