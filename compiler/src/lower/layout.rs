@@ -212,6 +212,25 @@ pub(super) fn integral(g: &Graph, v: ValueId, depth: usize) -> bool {
             }
 }
 
+/// Views (reshapes, identities, identity transposes, casts that change no
+/// bits) of computed values, each to the value whose bytes it shares.
+fn view_aliases(g: &Graph) -> HashMap<ValueId, ValueId> {
+    let mut alias: HashMap<ValueId, ValueId> = HashMap::new();
+    for n in &g.nodes {
+        let is_view = match &n.op {
+            Op::Reshape { .. } | Op::Identity => true,
+            Op::Transpose { perm } => perm.iter().enumerate().all(|(i, p)| i == *p),
+            Op::Cast { .. } => cast_is_view(g, n),
+            _ => false,
+        };
+        if is_view && !g.constants.contains_key(&n.inputs[0]) {
+            let root = *alias.get(&n.inputs[0]).unwrap_or(&n.inputs[0]);
+            alias.insert(n.outputs[0], root);
+        }
+    }
+    alias
+}
+
 impl Lowerer<'_> {
     pub(super) fn home_mem(&self) -> MemId {
         self.info.home
@@ -247,31 +266,9 @@ impl Lowerer<'_> {
     pub(super) fn layout(&mut self) -> Result<(), LowerError> {
         let g = self.g;
         let outputs: Vec<ValueId> = g.outputs.clone();
-        let out_dtype = {
-            let f32home = Loc {
-                place: Place::Mem(self.info.home),
-                dtype: DType::F32,
-            };
-            if self.info.copies.iter().any(|c| c.to == f32home) {
-                DType::F32
-            } else {
-                self.layout.act
-            }
-        };
+        let out_dtype = self.output_dtype();
         // Aliases first: a view's output shares its input's bytes.
-        let mut alias: HashMap<ValueId, ValueId> = HashMap::new();
-        for n in &g.nodes {
-            let is_view = match &n.op {
-                Op::Reshape { .. } | Op::Identity => true,
-                Op::Transpose { perm } => perm.iter().enumerate().all(|(i, p)| i == *p),
-                Op::Cast { .. } => cast_is_view(g, n),
-                _ => false,
-            };
-            if is_view && !g.constants.contains_key(&n.inputs[0]) {
-                let root = *alias.get(&n.inputs[0]).unwrap_or(&n.inputs[0]);
-                alias.insert(n.outputs[0], root);
-            }
-        }
+        let alias = view_aliases(g);
         let mut order: Vec<ValueId> = g.inputs.clone();
         for n in &g.nodes {
             order.extend(n.outputs.iter().copied());
@@ -391,49 +388,8 @@ impl Lowerer<'_> {
                 }
             }
             if let Some(&(mem, until)) = kept.get(&v) {
-                let dtype = self
-                    .product_operand_dtype(v, mem)
-                    .unwrap_or(self.layout.act);
-                // A join (a KV cache with its new row) kept in dense rows
-                // where transfers take them: the parts from home land in
-                // place, with no copy on chip (rows padded to whole
-                // registers are not a tile a transfer can write).
-                let joined = g
-                    .nodes
-                    .iter()
-                    .any(|n| matches!(n.op, Op::Concat { .. }) && n.outputs.first() == Some(&v));
-                // Read transposed by products, whose instructions read
-                // operands dense (rows of `N` padded past `K` would be summed).
-                let read_transposed = dtype != self.layout.act
-                    && g.nodes.iter().enumerate().all(|(k, n)| {
-                        !n.inputs.contains(&v) || self.layout.b_transposes.contains(&k)
-                    });
-                let pad = if read_transposed
-                    || (joined
-                        && self.opts.dense_joins
-                        && (cols as u64 * dtype.bytes()).is_multiple_of(self.info.home_align))
-                {
-                    Pad::Dense
-                } else {
-                    Pad::Aligned
-                };
-                let t = self.e.shared_buffer(mem, dtype, rows, cols, pad);
-                if let Base::Buf(b) = t.base {
-                    self.kept.kept_until.insert(b, until);
-                }
-                self.layout.homes.insert(
-                    v,
-                    Home {
-                        mem,
-                        base: t.base,
-                        dtype,
-                        rows,
-                        cols,
-                        pitch: t.pitch,
-                        batch: None,
-                        first: 0,
-                    },
-                );
+                let home = self.kept_home(v, mem, until, rows, cols);
+                self.layout.homes.insert(v, home);
                 continue;
             }
             // A graph output produced through an alias needs its own bytes only if it is not the root.
@@ -448,7 +404,78 @@ impl Lowerer<'_> {
             let home = self.new_home(rows, cols, dtype);
             self.layout.homes.insert(v, home);
         }
-        // Products written straight into the layout of their transpose.
+        self.place_transposed_products();
+        Ok(())
+    }
+
+    /// The home of value `v` (`rows` x `cols`) kept on chip in memory `mem`
+    /// until node `until`: a buffer shared across regions, in the type its
+    /// products read, dense where transfers land in it or products read it
+    /// transposed.
+    fn kept_home(&mut self, v: ValueId, mem: MemId, until: usize, rows: i64, cols: i64) -> Home {
+        let g = self.g;
+        let dtype = self
+            .product_operand_dtype(v, mem)
+            .unwrap_or(self.layout.act);
+        // A join (a KV cache with its new row) kept in dense rows
+        // where transfers take them: the parts from home land in
+        // place, with no copy on chip (rows padded to whole
+        // registers are not a tile a transfer can write).
+        let joined = g
+            .nodes
+            .iter()
+            .any(|n| matches!(n.op, Op::Concat { .. }) && n.outputs.first() == Some(&v));
+        // Read transposed by products, whose instructions read
+        // operands dense (rows of `N` padded past `K` would be summed).
+        let read_transposed = dtype != self.layout.act
+            && g.nodes
+                .iter()
+                .enumerate()
+                .all(|(k, n)| !n.inputs.contains(&v) || self.layout.b_transposes.contains(&k));
+        let pad = if read_transposed
+            || (joined
+                && self.opts.dense_joins
+                && (cols as u64 * dtype.bytes()).is_multiple_of(self.info.home_align))
+        {
+            Pad::Dense
+        } else {
+            Pad::Aligned
+        };
+        let t = self.e.shared_buffer(mem, dtype, rows, cols, pad);
+        if let Base::Buf(b) = t.base {
+            self.kept.kept_until.insert(b, until);
+        }
+        Home {
+            mem,
+            base: t.base,
+            dtype,
+            rows,
+            cols,
+            pitch: t.pitch,
+            batch: None,
+            first: 0,
+        }
+    }
+
+    /// The type graph outputs are kept in at home: f32 where the home
+    /// memory can take it, else the activations' type.
+    fn output_dtype(&self) -> DType {
+        let f32home = Loc {
+            place: Place::Mem(self.info.home),
+            dtype: DType::F32,
+        };
+        if self.info.copies.iter().any(|c| c.to == f32home) {
+            DType::F32
+        } else {
+            self.layout.act
+        }
+    }
+
+    /// Products written straight into the layout of the transpose reading
+    /// them ([`Self::transposed_products`]): their homes are views of the
+    /// transpose's, in batches of rows.
+    fn place_transposed_products(&mut self) {
+        let g = self.g;
         for &(t, x) in &self.layout.transposed {
             let y = g.nodes[t].outputs[0];
             let (Some(hy), shape) = (self.layout.homes.get(&y).cloned(), g.ty(x).shape.clone())
@@ -468,7 +495,6 @@ impl Lowerer<'_> {
                 },
             );
         }
-        Ok(())
     }
 
     /// For the result `y` (`[1, S, H, D]`) of a transpose its product

@@ -153,6 +153,77 @@ impl Lowerer<'_> {
         e.into().at(n)
     }
 
+    /// Lowers node `ni` alone by `lower` as a region labelled `label(name)`;
+    /// an error is blamed on the node.
+    fn node_region(
+        &mut self,
+        ni: usize,
+        label: &str,
+        lower: impl FnOnce(&mut Self, &crate::ir::Node) -> Result<(), LowerError>,
+    ) -> Result<(), LowerError> {
+        let g = self.g;
+        let n = &g.nodes[ni];
+        let before = self.e.code.len();
+        lower(self, n).map_err(|e| Self::at_node(n, e))?;
+        self.push_region(
+            &[ni],
+            (format!("{label}({})", n.name), self.e.code.len() - before),
+        )
+    }
+
+    /// Node `ni` and the element-wise nodes that follow it as its epilogue
+    /// (each consuming only the result before it), marked `done`. Fails,
+    /// setting `Trials::unfront`, where a row group that took such a node
+    /// from its producer does not lower as one region.
+    fn epilogue_members(
+        &mut self,
+        ni: usize,
+        done: &mut [bool],
+        uses: &HashMap<ValueId, usize>,
+    ) -> Result<Vec<usize>, LowerError> {
+        let g = self.g;
+        let n = &g.nodes[ni];
+        let mut members = vec![ni];
+        let mut last = n.outputs[0];
+        let out_shape = g.ty(last).shape.clone();
+        for (nj, m) in g.nodes.iter().enumerate().skip(ni + 1) {
+            if done[nj] || Ew::of(&m.op).is_none() {
+                continue;
+            }
+            if !m.inputs.contains(&last) {
+                continue;
+            }
+            let ready = |i: &ValueId| {
+                g.constants.contains_key(i)
+                    || g.inputs.contains(i)
+                    || g.nodes[..ni].iter().any(|p| p.outputs.contains(i))
+            };
+            let read = uses.get(&last).copied().unwrap_or(0);
+            // A row group that took this node from its producer computes
+            // it (see `rows`), if the group lowers as one region (else
+            // the compile starts again without the group taking it).
+            if let Some(gi) = self
+                .fusion
+                .row_groups
+                .iter()
+                .position(|r| r.nodes[0] != r.seed && r.nodes.contains(&nj))
+            {
+                if !self.group_lowers(gi)? {
+                    self.trials.unfront = Some(self.fusion.row_groups[gi].seed);
+                    return Err(err("a row group does not lower with its producer's nodes"));
+                }
+                break;
+            }
+            if !Self::extends_epilogue(g, m, last, read, &out_shape, ready) {
+                break;
+            }
+            members.push(nj);
+            done[nj] = true;
+            last = m.outputs[0];
+        }
+        Ok(members)
+    }
+
     pub(super) fn lower_nodes(&mut self) -> Result<(), LowerError> {
         let g = self.g;
         let mut uses: HashMap<ValueId, usize> = HashMap::new();
@@ -220,12 +291,7 @@ impl Lowerer<'_> {
                         return Err(Self::node_err(n, "a view of a constant was not folded"));
                     }
                     if self.layout.relayouts.contains(&n.outputs[0]) {
-                        let before = self.e.code.len();
-                        self.relayout(n).map_err(|e| Self::at_node(n, e))?;
-                        self.push_region(
-                            &[ni],
-                            (format!("Relayout({})", n.name), self.e.code.len() - before),
-                        )?;
+                        self.node_region(ni, "Relayout", |l, n| l.relayout(n))?;
                     }
                     continue;
                 }
@@ -250,45 +316,19 @@ impl Lowerer<'_> {
                     continue;
                 }
                 Op::Slice { starts, steps, .. } => {
-                    let before = self.e.code.len();
-                    self.slice(n, starts, steps)
-                        .map_err(|e| Self::at_node(n, e))?;
-                    self.push_region(
-                        &[ni],
-                        (format!("Slice({})", n.name), self.e.code.len() - before),
-                    )?;
+                    self.node_region(ni, "Slice", |l, n| l.slice(n, starts, steps))?;
                     continue;
                 }
                 Op::Im2Col { window, fill } => {
-                    let before = self.e.code.len();
-                    self.im2col(n, window, *fill)
-                        .map_err(|e| Self::at_node(n, e))?;
-                    self.push_region(
-                        &[ni],
-                        (format!("Im2Col({})", n.name), self.e.code.len() - before),
-                    )?;
+                    self.node_region(ni, "Im2Col", |l, n| l.im2col(n, window, *fill))?;
                     continue;
                 }
                 Op::Concat { axis } => {
-                    let before = self.e.code.len();
-                    self.concat(n, *axis).map_err(|e| Self::at_node(n, e))?;
-                    self.push_region(
-                        &[ni],
-                        (format!("Concat({})", n.name), self.e.code.len() - before),
-                    )?;
+                    self.node_region(ni, "Concat", |l, n| l.concat(n, *axis))?;
                     continue;
                 }
                 Op::Reduce { kind, axes, .. } => {
-                    let before = self.e.code.len();
-                    self.reduce(n, *kind, axes)
-                        .map_err(|e| Self::at_node(n, e))?;
-                    self.push_region(
-                        &[ni],
-                        (
-                            format!("{}({})", n.op.name(), n.name),
-                            self.e.code.len() - before,
-                        ),
-                    )?;
+                    self.node_region(ni, n.op.name(), |l, n| l.reduce(n, *kind, axes))?;
                     continue;
                 }
                 // Read untransposed by its one-row products (or lowered there).
@@ -303,55 +343,13 @@ impl Lowerer<'_> {
                     continue;
                 }
                 Op::Transpose { perm } => {
-                    let before = self.e.code.len();
-                    self.transpose(n, perm).map_err(|e| Self::at_node(n, e))?;
-                    self.push_region(
-                        &[ni],
-                        (format!("Transpose({})", n.name), self.e.code.len() - before),
-                    )?;
+                    self.node_region(ni, "Transpose", |l, n| l.transpose(n, perm))?;
                     continue;
                 }
                 _ => {}
             }
             // The region: this node, then element-wise nodes consuming only its result.
-            let mut members = vec![ni];
-            let mut last = n.outputs[0];
-            let out_shape = g.ty(last).shape.clone();
-            for (nj, m) in g.nodes.iter().enumerate().skip(ni + 1) {
-                if done[nj] || Ew::of(&m.op).is_none() {
-                    continue;
-                }
-                if !m.inputs.contains(&last) {
-                    continue;
-                }
-                let ready = |i: &ValueId| {
-                    g.constants.contains_key(i)
-                        || g.inputs.contains(i)
-                        || g.nodes[..ni].iter().any(|p| p.outputs.contains(i))
-                };
-                let read = uses.get(&last).copied().unwrap_or(0);
-                // A row group that took this node from its producer computes
-                // it (see `rows`), if the group lowers as one region (else
-                // the compile starts again without the group taking it).
-                if let Some(gi) = self
-                    .fusion
-                    .row_groups
-                    .iter()
-                    .position(|r| r.nodes[0] != r.seed && r.nodes.contains(&nj))
-                {
-                    if !self.group_lowers(gi)? {
-                        self.trials.unfront = Some(self.fusion.row_groups[gi].seed);
-                        return Err(err("a row group does not lower with its producer's nodes"));
-                    }
-                    break;
-                }
-                if !Self::extends_epilogue(g, m, last, read, &out_shape, ready) {
-                    break;
-                }
-                members.push(nj);
-                done[nj] = true;
-                last = m.outputs[0];
-            }
+            let members = self.epilogue_members(ni, &mut done, &uses)?;
             let before = self.e.code.len();
             // Element-wise regions read their producer's result chunk by
             // chunk: a half would only turn their registers over faster.
