@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Prints the module graph of compiler/src/lower (which sibling modules each
 module names through `super::`) and any import cycle among the children
-(`mod.rs`, the driver, is left out: every child is its child)."""
+(`mod.rs`, the driver, is left out: every child is its child). A module in
+a folder counts as its folder; `super::` and `crate::lower::` paths count,
+doc links included."""
 import pathlib, re, sys
 
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "compiler/src/lower")
@@ -12,7 +14,7 @@ for p in sorted(root.rglob("*.rs")):
     if name == ".":
         continue
     text = p.read_text()
-    uses = set(re.findall(r"super::(\w+)", text))
+    uses = set(re.findall(r"super::(\w+)", text)) | set(re.findall(r"crate::lower::(\w+)", text))
     for group in re.findall(r"use super::\{([^}]*)\}", text):
         uses |= {u.strip().split("::")[0] for u in group.split(",")}
     top = name.split("::")[0]

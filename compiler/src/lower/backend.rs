@@ -1,7 +1,19 @@
 //! The back end: buffers placed, registers allocated, instructions
 //! scheduled into bundles, each with its checker; then the program encoded.
 
-use super::*;
+use super::emit;
+use super::error::{LowerError, err, overflow};
+use super::layout::Home;
+use super::stats::node_macs;
+use super::tiles::widest_spread;
+use super::{Compiled, Lowerer};
+use crate::ir::ValueId;
+use crate::timing::PassTimes;
+use crate::{memplan, regalloc, sched};
+use isa_specs::Machine;
+use isa_specs::model::OperandKind;
+use isa_specs::program::{Program, TensorDesc};
+use isa_specs::target::{Bundle, MInst};
 
 /// One instruction with virtual registers, as text: `vadd %v.3, %v.1, %v.2`.
 pub fn print_virtual(m: &Machine, vi: &regalloc::VInst) -> String {

@@ -3,7 +3,14 @@
 //! the layout-fusion decisions (products written in their transpose's
 //! layout, transposes and slices read in place) are taken here.
 
-use super::*;
+use super::Lowerer;
+use super::emit::{Base, MemTile, Pad};
+use super::error::{LowerError, err};
+use super::machine::{self, Loc, Place};
+use super::ops;
+use crate::ir::{Graph, Op, ValueId};
+use isa_specs::model::{DType, MemId, OperandKind};
+use std::collections::HashMap;
 
 /// Where every value lives, and the layout-fusion decisions: the layout stage's result.
 pub(super) struct Layout {

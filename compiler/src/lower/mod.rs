@@ -63,31 +63,30 @@ mod tiles;
 mod transpose;
 pub mod types;
 
-use crate::ir::{Graph, Op, ValueId};
+use crate::ir::{Graph, Op};
 use crate::passes::{canon, fuse, rowgroups};
+use crate::regalloc;
 use crate::timing::PassTimes;
-use crate::{memplan, regalloc, sched};
 pub use backend::print_virtual;
-use emit::{Base, BufInfo, Emitter, MemTile, Pad, Val};
+use emit::Emitter;
 pub use error::LowerError;
-use error::{err, overflow};
+use error::err;
 use isa_specs::Machine;
-use isa_specs::model::{DType, Func, MemId, OperandKind};
-use isa_specs::program::{DataSegment, Program, TensorDesc};
+use isa_specs::model::{DType, Func};
+use isa_specs::program::Program;
 use isa_specs::target::{Bundle, MInst};
-use layout::{Home, Layout, cast_is_view, view};
+use layout::{Home, Layout, view};
 use machine::{Info, Loc, Place};
-use mapping::{Mappings, Order, SpaceEntry};
-use ops::{Contraction, Ew, Step};
+use mapping::{Mappings, SpaceEntry};
+use ops::Ew;
 pub use options::{Fallback, OPTIONS, Opt, OptionInfo, Options, When, fallbacks};
 use pool::{PackKey, PanelKey, Pool};
 pub use pool::{broadcast_offsets, encode, encode_elements, encode_into};
 use regions::{Fusion, RegionPlan, Trials};
 use residency::Kept;
-use stats::node_macs;
 pub use stats::{RegionStats, Roofline, roof};
 use std::collections::HashMap;
-use tiles::{Operand, TileCache, widest_spread};
+use tiles::{Operand, TileCache};
 
 /// What compiling produced, stage by stage.
 #[derive(Debug, Clone)]

@@ -2,7 +2,14 @@
 //! packed in the type and layout their readers need, and the undo of a
 //! failed attempt.
 
-use super::*;
+use super::Lowerer;
+use super::emit::{self, Base, MemTile};
+use super::error::LowerError;
+use super::layout::{Home, view};
+use crate::ir::ValueId;
+use isa_specs::model::DType;
+use isa_specs::program::DataSegment;
+use std::collections::HashMap;
 
 /// What a constant packed at home is, for the pool's cache.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -2,7 +2,20 @@
 //! with its epilogue, a row group, an attention, a copy), lowered in order,
 //! and each region's instructions and register-file side recorded.
 
-use super::*;
+use super::Lowerer;
+use super::error::{LowerError, err};
+use super::layout::cast_is_view;
+use super::mapping::SpaceEntry;
+use super::ops::{self, Contraction, Ew};
+use super::pool::encode;
+use super::rows;
+use super::tiles::Operand;
+use crate::ir::{Op, ValueId};
+use crate::passes::{fuse, rowgroups};
+use crate::regalloc;
+use isa_specs::model::Func;
+use isa_specs::program::DataSegment;
+use std::collections::HashMap;
 
 /// A row group's form, for [`Trials::group_trials`]: each node's op and
 /// the shapes of its inputs and outputs.

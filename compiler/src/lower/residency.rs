@@ -1,7 +1,15 @@
 //! Residency: which values passed between regions stay in on-chip memory
 //! from their producer to their last reader, and which are evicted home.
 
-use super::*;
+use super::Lowerer;
+use super::emit::Base;
+use super::error::LowerError;
+use super::layout::view;
+use super::machine::{self, Place};
+use super::ops::Ew;
+use crate::ir::{Graph, Op, ValueId};
+use isa_specs::model::MemId;
+use std::collections::HashMap;
 
 /// Residency: the buffers kept on chip across regions, and the values evicted home.
 pub(super) struct Kept<'a> {

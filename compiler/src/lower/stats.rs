@@ -1,7 +1,10 @@
 //! What a compiled model and each of its regions must cost at least: the
 //! roofline bound and the per-region work and traffic behind it.
 
-use super::*;
+use super::emit::Base;
+use super::{Compiled, Lowerer};
+use crate::ir::{Graph, Op, ValueId};
+use isa_specs::Machine;
 
 /// The roofline bound of a compiled model: neither the compute units nor the
 /// home memory can do better.

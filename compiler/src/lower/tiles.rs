@@ -2,7 +2,19 @@
 //! element-wise regions tile by tile, operands brought on chip, and the
 //! check that a region's buffers fit the on-chip memories.
 
-use super::*;
+use super::emit::{BufInfo, MemTile, Pad, Val};
+use super::error::{LowerError, err, overflow};
+use super::layout::{Home, view};
+use super::machine::{self, Loc, Place};
+use super::mapping::{self, Order};
+use super::matmul;
+use super::ops::{self, Ew, Step};
+use super::pool::{PackKey, broadcast_offsets};
+use super::{FALLBACK_MAPPINGS, Lowerer};
+use crate::ir::ValueId;
+use crate::memplan;
+use crate::passes::canon;
+use std::collections::HashMap;
 
 /// Operands staged on chip that later tiles of the same region read again.
 pub(super) struct TileCache {
