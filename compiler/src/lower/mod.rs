@@ -498,7 +498,8 @@ impl<'a> Lowerer<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{DType, broadcast_offsets, encode_elements, encode_into, widest_spread};
+    use super::tiles::widest_spread;
+    use super::{DType, broadcast_offsets, encode_elements, encode_into};
 
     /// The widest listed slack that fits, then bisected towards the next
     /// wider one: a memory that fits 15 000 instructions of slack gets
