@@ -662,6 +662,54 @@ fn unsupported_ops_name_the_op_the_node_and_the_opset() {
 }
 
 #[test]
+fn every_unsupported_op_of_a_model_is_reported_in_one_run_grouped() {
+    let mut custom = NodeProto::new("Relu", "c", &["h3"], &["y"]);
+    custom.domain = "com.microsoft".to_owned();
+    let nodes = vec![
+        NodeProto::new("HardSigmoid", "hs1", &["x"], &["h1"]),
+        NodeProto::new("Relu", "ok", &["h1"], &["h2"]),
+        NodeProto::new("Resize", "", &["h2"], &["h3a"]),
+        NodeProto::new("HardSigmoid", "hs2", &["h3a"], &["h3b"]),
+        NodeProto::new("HardSigmoid", "hs3", &["h3b"], &["h3c"]),
+        NodeProto::new("HardSigmoid", "hs4", &["h3c"], &["h3"]),
+        custom,
+    ];
+    let e = import_err(&encode(graph(
+        nodes,
+        vec![input("x", &[3])],
+        &["y"],
+        vec![],
+    )));
+    let ImportError::UnsupportedOps { groups, opset } = &e else {
+        panic!("one error for all of them: {e}");
+    };
+    assert_eq!(*opset, 17);
+    let summary: Vec<(&str, &str, Vec<usize>)> = groups
+        .iter()
+        .map(|g| {
+            (
+                g.op_type.as_str(),
+                g.domain.as_str(),
+                g.nodes.iter().map(|n| n.index).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("HardSigmoid", "", vec![0, 3, 4, 5]),
+            ("Resize", "", vec![2]),
+            ("Relu", "com.microsoft", vec![6]),
+        ]
+    );
+    assert_eq!(
+        e.to_string(),
+        "3 unsupported op(s) at 6 nodes (opset 17): `HardSigmoid` (node `hs1`, node `hs2`, node `hs3` and 1 more); `Resize` (node #2); `Relu` of domain `com.microsoft` (node `c`)"
+    );
+    assert!(e.help().is_some_and(|h| h.starts_with("supported ops: ")));
+}
+
+#[test]
 fn opsets_outside_7_to_25_are_refused() {
     let g = graph(
         vec![NodeProto::new("Relu", "r", &["x"], &["y"])],

@@ -831,3 +831,78 @@ fn emitted_mappings_read_back_and_bad_ones_are_refused() {
     assert!(String::from_utf8_lossy(&e.stdout).contains("tuned "));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn model_errors_carry_their_help_and_are_json_under_format_json() {
+    use compiler::onnx::proto::{GraphProto, ModelProto, NodeProto, ValueInfoProto};
+    use prost::Message as _;
+    let dir = temp_dir("modelerr");
+    let graph = GraphProto {
+        node: vec![
+            NodeProto::new("HardSigmoid", "hs1", &["x"], &["h"]),
+            NodeProto::new("Resize", "up", &["h"], &["r"]),
+            NodeProto::new("HardSigmoid", "hs2", &["r"], &["y"]),
+        ],
+        name: "g".to_owned(),
+        input: vec![ValueInfoProto::tensor(
+            "x",
+            compiler::onnx::proto::tensor_proto::DataType::Float,
+            &[1, 4],
+        )],
+        output: vec![ValueInfoProto {
+            name: "y".to_owned(),
+            ..ValueInfoProto::default()
+        }],
+        ..GraphProto::default()
+    };
+    let model = dir.join("m.onnx");
+    std::fs::write(&model, ModelProto::with_graph(graph, 17).encode_to_vec()).expect("write");
+    let path = model.to_str().expect("utf8");
+
+    let out = tessera(&["compile", path, "-t", "vliw-systolic"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("2 unsupported op(s) at 3 nodes"), "{err}");
+    assert!(err.contains("help: supported ops: "), "{err}");
+
+    let out = tessera(&["compile", path, "-t", "vliw-systolic", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let e = &v["error"];
+    assert_eq!(e["stage"], "import");
+    let ops: Vec<&str> = e["unsupported"]
+        .as_array()
+        .expect("the unsupported ops")
+        .iter()
+        .map(|g| g["op"].as_str().expect("op"))
+        .collect();
+    assert_eq!(ops, ["HardSigmoid", "Resize"]);
+    assert_eq!(e["unsupported"][0]["nodes"][1]["name"], "hs2");
+    assert!(
+        e["help"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("supported ops: "))
+    );
+
+    // A model the machine refuses: the kind, node and op as fields.
+    let gpt2 = root().join("examples/gpt2_block_small/model.onnx");
+    let out = tessera(&[
+        "compile",
+        gpt2.to_str().expect("utf8"),
+        "-t",
+        "systolic-os",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let e = &v["error"];
+    assert_eq!(e["stage"], "compile");
+    assert_eq!(e["kind"], "missing_operation");
+    assert_eq!(e["op"], "Exp");
+    assert!(
+        e["node"].as_str().is_some_and(|n| n.ends_with("exp")),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

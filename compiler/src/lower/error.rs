@@ -138,6 +138,17 @@ impl LowerError {
         }
     }
 
+    /// The kind of error, as JSON reports name it: `missing_operation`,
+    /// `memory_overflow`, `invalid_input` or `unsupported`.
+    pub fn kind(&self) -> &'static str {
+        match self.cause() {
+            LowerError::MissingOperation { .. } => "missing_operation",
+            LowerError::MemoryOverflow { .. } => "memory_overflow",
+            LowerError::InvalidInput { .. } => "invalid_input",
+            LowerError::Unsupported { .. } | LowerError::AtNode { .. } => "unsupported",
+        }
+    }
+
     /// Whether the machine lacks the element-wise operation `semantics`.
     pub fn lacks(&self, semantics: &str) -> bool {
         matches!(self.cause(), LowerError::MissingOperation { semantics: s, .. } if s == semantics)

@@ -23,6 +23,38 @@ impl fmt::Display for NodeRef {
     }
 }
 
+/// The nodes of one op the importer does not know ([`ImportError::UnsupportedOps`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnsupportedGroup {
+    /// The op type.
+    pub op_type: String,
+    /// Its domain (empty for the default one).
+    pub domain: String,
+    /// The nodes using it.
+    pub nodes: Vec<NodeRef>,
+}
+
+impl fmt::Display for UnsupportedGroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}`", self.op_type)?;
+        if !self.domain.is_empty() {
+            write!(f, " of domain `{}`", self.domain)?;
+        }
+        const SHOWN: usize = 3;
+        let names: Vec<String> = self
+            .nodes
+            .iter()
+            .take(SHOWN)
+            .map(|n| n.to_string())
+            .collect();
+        write!(f, " ({}", names.join(", "))?;
+        if self.nodes.len() > SHOWN {
+            write!(f, " and {} more", self.nodes.len() - SHOWN)?;
+        }
+        write!(f, ")")
+    }
+}
+
 /// An import failure. None of these is a bug of the importer: each says what
 /// in the model is wrong or unsupported.
 #[derive(Debug)]
@@ -60,6 +92,15 @@ pub enum ImportError {
         node: NodeRef,
         /// Its op type.
         op_type: String,
+        /// The default-domain opset in force.
+        opset: i64,
+    },
+    /// Ops the importer does not know at more than one node, every one
+    /// found in the graph, grouped by op (so that one run reports them all).
+    UnsupportedOps {
+        /// Each op (and its domain, where not the default one) with its nodes,
+        /// in the order they first occur.
+        groups: Vec<UnsupportedGroup>,
         /// The default-domain opset in force.
         opset: i64,
     },
@@ -162,7 +203,9 @@ impl ImportError {
             ImportError::UnsupportedOpset { .. } => {
                 "convert the model to an opset in 7..=25 (onnx.version_converter)"
             }
-            ImportError::UnsupportedOp { .. } | ImportError::UnsupportedDomain { .. } => {
+            ImportError::UnsupportedOp { .. }
+            | ImportError::UnsupportedDomain { .. }
+            | ImportError::UnsupportedOps { .. } => {
                 static LIST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
                     format!("supported ops: {}", super::SUPPORTED_OPS.join(", "))
                 });
@@ -208,6 +251,21 @@ impl fmt::Display for ImportError {
                 op_type,
                 opset,
             } => write!(f, "unsupported op `{op_type}` ({node}, opset {opset})"),
+            ImportError::UnsupportedOps { groups, opset } => {
+                let nodes: usize = groups.iter().map(|g| g.nodes.len()).sum();
+                write!(
+                    f,
+                    "{} unsupported op(s) at {nodes} nodes (opset {opset}): ",
+                    groups.len()
+                )?;
+                for (k, g) in groups.iter().enumerate() {
+                    if k > 0 {
+                        write!(f, "; ")?;
+                    }
+                    write!(f, "{g}")?;
+                }
+                Ok(())
+            }
             ImportError::Attribute {
                 node,
                 op_type,

@@ -93,11 +93,51 @@ pub fn import_model(model: &ModelProto, options: &ImportOptions) -> Result<Graph
     let mut imp = Importer::new(opset, graph);
     imp.initializers(graph)?;
     imp.inputs(graph, options)?;
+    unsupported_ops(graph, opset)?;
     for (index, node) in graph.node.iter().enumerate() {
         ops::lower(&mut imp, node, index)?;
     }
     imp.outputs(graph, options)?;
     Ok(imp.g)
+}
+
+/// Every node of an op the importer does not know, grouped by op: an error
+/// listing them all where there are several (one is reported by the node's
+/// own lowering, as before).
+fn unsupported_ops(graph: &GraphProto, opset: i64) -> Result<(), ImportError> {
+    let mut groups: Vec<super::error::UnsupportedGroup> = Vec::new();
+    let mut count = 0;
+    for (index, node) in graph.node.iter().enumerate() {
+        let default = is_default_domain(&node.domain);
+        if default && ops::SUPPORTED_OPS.contains(&node.op_type.as_str()) {
+            continue;
+        }
+        count += 1;
+        let domain = if default {
+            String::new()
+        } else {
+            node.domain.clone()
+        };
+        let at = super::error::NodeRef {
+            name: node.name.clone(),
+            index,
+        };
+        match groups
+            .iter_mut()
+            .find(|g| g.op_type == node.op_type && g.domain == domain)
+        {
+            Some(g) => g.nodes.push(at),
+            None => groups.push(super::error::UnsupportedGroup {
+                op_type: node.op_type.clone(),
+                domain,
+                nodes: vec![at],
+            }),
+        }
+    }
+    if count < 2 {
+        return Ok(());
+    }
+    Err(ImportError::UnsupportedOps { groups, opset })
 }
 
 /// Whether an operator domain is the default ONNX one.

@@ -22,7 +22,7 @@ mod ops;
 pub mod proto;
 mod tensor;
 
-pub use error::{ImportError, NodeRef};
+pub use error::{ImportError, NodeRef, UnsupportedGroup};
 pub use import::{
     ImportOptions, OPSETS, import, import_file, import_file_with, import_model, import_owned,
     import_shared, import_with, read_tensor, read_tensor_file,

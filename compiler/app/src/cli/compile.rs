@@ -270,18 +270,20 @@ fn parse_dim(s: &str) -> Result<(String, usize), String> {
 fn load_model(
     path: &Path,
     dims: &[(String, usize)],
+    format: Format,
     times: &mut PassTimes,
 ) -> anyhow::Result<Option<Graph>> {
     let bytes = times
         .time("read", || std::fs::read(path))
         .with_context(|| format!("cannot read {}", path.display()))?;
-    model_from_bytes(bytes, &path.display().to_string(), dims, times)
+    model_from_bytes(bytes, &path.display().to_string(), dims, format, times)
 }
 
 fn model_from_bytes(
     bytes: Vec<u8>,
     name: &str,
     dims: &[(String, usize)],
+    format: Format,
     times: &mut PassTimes,
 ) -> anyhow::Result<Option<Graph>> {
     let options = compiler::onnx::ImportOptions {
@@ -291,7 +293,27 @@ fn model_from_bytes(
     let mut g = match times.time("import", || compiler::onnx::import_owned(bytes, &options)) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("error: {name}: {e}");
+            let unsupported = match &e {
+                compiler::onnx::ImportError::UnsupportedOps { groups, .. } => groups
+                    .iter()
+                    .map(|g| {
+                        serde_json::json!({
+                            "op": g.op_type,
+                            "domain": g.domain,
+                            "nodes": g.nodes.iter().map(|n| serde_json::json!({"name": n.name, "index": n.index})).collect::<Vec<_>>(),
+                        })
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            report_error(
+                format,
+                name,
+                "import",
+                &e.to_string(),
+                e.help(),
+                serde_json::json!({ "unsupported": unsupported }),
+            );
             return Ok(None);
         }
     };
@@ -299,30 +321,80 @@ fn model_from_bytes(
         compiler::interp::fold_constants(&mut g)
     });
     if let Err(errors) = times.time("verify", || compiler::ir::verify(&g)) {
-        for e in errors {
-            eprintln!("error: {name}: IR verifier: {e}");
-        }
+        report_error(
+            format,
+            name,
+            "verify",
+            &format!("IR verifier: {}", errors.join("; ")),
+            None,
+            serde_json::json!({ "errors": errors }),
+        );
         return Ok(None);
     }
     Ok(Some(g))
+}
+
+/// Reports an error in the input: a line on standard error (and a `help:`
+/// line where there is advice); under `--format json` also one JSON document
+/// on standard output, `{"error": {"stage", "model", "message", "help", ..}}`
+/// with `extra`'s fields, so scripts need not parse the text.
+fn report_error(
+    format: Format,
+    name: &str,
+    stage: &str,
+    message: &str,
+    help: Option<&str>,
+    extra: serde_json::Value,
+) {
+    eprintln!("error: {name}: {message}");
+    if let Some(h) = help {
+        eprintln!("  help: {h}");
+    }
+    if format == Format::Json {
+        let mut e = serde_json::json!({
+            "stage": stage,
+            "model": name,
+            "message": message,
+            "help": help,
+        });
+        if let (Some(e), serde_json::Value::Object(x)) = (e.as_object_mut(), extra) {
+            e.extend(x);
+        }
+        println!("{}", serde_json::json!({ "error": e }));
+    }
+}
+
+/// [`report_error`] for a model the compiler refuses: the node and op to
+/// blame and the kind of refusal among the JSON fields.
+fn report_lower_error(format: Format, name: &str, target: &str, e: &compiler::lower::LowerError) {
+    report_error(
+        format,
+        name,
+        "compile",
+        &format!("cannot compile for `{target}`: {e}"),
+        None,
+        serde_json::json!({
+            "target": target,
+            "kind": e.kind(),
+            "node": e.node(),
+            "op": e.op(),
+            "reason": e.message(),
+        }),
+    );
 }
 
 /// `tessera compile`.
 pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
     let (t, m) = args.target.resolve()?;
     let mut times = PassTimes::default();
-    let Some(g) = load_model(&args.model, &args.dims, &mut times)? else {
+    let Some(g) = load_model(&args.model, &args.dims, args.format, &mut times)? else {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
     let started = std::time::Instant::now();
     let (c, tuned) = match args.tuning.compile(t, &m, &g, args.opts.options())? {
         Ok(c) => c,
         Err(e) => {
-            eprintln!(
-                "error: {}: cannot compile for `{}`: {e}",
-                args.model.display(),
-                m.name
-            );
+            report_lower_error(args.format, &args.model.display().to_string(), &m.name, &e);
             return Ok(ExitCode::from(EXIT_ERRORS));
         }
     };
@@ -746,8 +818,19 @@ fn finish_run(
 ) -> anyhow::Result<ExitCode> {
     let r = match result {
         Ok(r) => r,
+        Err(RunError::Lower(e)) => {
+            report_lower_error(format, what, &m.name, &e);
+            return Ok(ExitCode::from(EXIT_ERRORS));
+        }
         Err(e) => {
-            eprintln!("error: {what}: {e}");
+            report_error(
+                format,
+                what,
+                "run",
+                &e.to_string(),
+                None,
+                serde_json::json!({}),
+            );
             return Ok(ExitCode::from(EXIT_ERRORS));
         }
     };
@@ -765,7 +848,13 @@ fn finish_run(
 /// `tessera run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let (t, m) = args.target.resolve()?;
-    let Some(g) = load_model(&args.model, &args.dims, &mut PassTimes::default())? else {
+    let Some(g) = load_model(
+        &args.model,
+        &args.dims,
+        args.format,
+        &mut PassTimes::default(),
+    )?
+    else {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
     let (inputs, expected) = match &args.data {
@@ -818,6 +907,7 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         DEMO_MODEL.to_vec(),
         "examples/mlp_medium/model.onnx",
         &[],
+        Format::Human,
         &mut PassTimes::default(),
     )?
     else {
