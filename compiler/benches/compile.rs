@@ -1,7 +1,7 @@
 //! Compile latency of the bundled examples on every shipped target: import,
 //! constant folding, lowering, memory planning, register allocation,
 //! scheduling and encoding (everything `tessera compile` does after reading
-//! the file). Figures are in the README.
+//! the file). Figures are in `docs/performance.md`.
 //!
 //! With `TESSERA_LARGE=DIR` (the directory `scripts/make_examples.py --large
 //! DIR` writes), also GPT-2 small (`gpt2_small_12`: twelve blocks, sequence

@@ -1,6 +1,6 @@
 //! Loading and checking each shipped machine description (parse, include, check).
 //!
-//! `cargo bench -p isa-specs --bench load`; figures are reported in the README.
+//! `cargo bench -p isa-specs --bench load`; figures are reported in `docs/performance.md`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Simulator throughput on a long program, functional and timing-only.
 //!
 //! `cargo bench -p targets --bench sim`: each run reports time per program;
-//! the README turns it into simulated instructions and cycles per second.
+//! `docs/performance.md` turns it into simulated instructions and cycles per second.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use isa_specs::assembly::assemble;
