@@ -666,12 +666,12 @@ fn every_unsupported_op_of_a_model_is_reported_in_one_run_grouped() {
     let mut custom = NodeProto::new("Relu", "c", &["h3"], &["y"]);
     custom.domain = "com.microsoft".to_owned();
     let nodes = vec![
-        NodeProto::new("HardSigmoid", "hs1", &["x"], &["h1"]),
+        NodeProto::new("Hardmax", "hs1", &["x"], &["h1"]),
         NodeProto::new("Relu", "ok", &["h1"], &["h2"]),
         NodeProto::new("Resize", "", &["h2"], &["h3a"]),
-        NodeProto::new("HardSigmoid", "hs2", &["h3a"], &["h3b"]),
-        NodeProto::new("HardSigmoid", "hs3", &["h3b"], &["h3c"]),
-        NodeProto::new("HardSigmoid", "hs4", &["h3c"], &["h3"]),
+        NodeProto::new("Hardmax", "hs2", &["h3a"], &["h3b"]),
+        NodeProto::new("Hardmax", "hs3", &["h3b"], &["h3c"]),
+        NodeProto::new("Hardmax", "hs4", &["h3c"], &["h3"]),
         custom,
     ];
     let e = import_err(&encode(graph(
@@ -697,14 +697,14 @@ fn every_unsupported_op_of_a_model_is_reported_in_one_run_grouped() {
     assert_eq!(
         summary,
         [
-            ("HardSigmoid", "", vec![0, 3, 4, 5]),
+            ("Hardmax", "", vec![0, 3, 4, 5]),
             ("Resize", "", vec![2]),
             ("Relu", "com.microsoft", vec![6]),
         ]
     );
     assert_eq!(
         e.to_string(),
-        "3 unsupported op(s) at 6 nodes (opset 17): `HardSigmoid` (node `hs1`, node `hs2`, node `hs3` and 1 more); `Resize` (node #2); `Relu` of domain `com.microsoft` (node `c`)"
+        "3 unsupported op(s) at 6 nodes (opset 17): `Hardmax` (node `hs1`, node `hs2`, node `hs3` and 1 more); `Resize` (node #2); `Relu` of domain `com.microsoft` (node `c`)"
     );
     assert!(e.help().is_some_and(|h| h.starts_with("supported ops: ")));
 }
@@ -1096,4 +1096,33 @@ fn expand_is_an_add_of_zeros() {
 
 fn super_shape(g: &Graph) -> Vec<usize> {
     g.ty(g.outputs[0]).shape.clone()
+}
+
+#[test]
+fn piecewise_linear_activations_import_as_their_formulas() {
+    let mut leaky = NodeProto::new("LeakyRelu", "l", &["x"], &["y"]);
+    leaky.attribute.push(AttributeProto::float("alpha", 0.25));
+    let g = import_ok(&one_node(leaky, &[4]));
+    assert_eq!(ops(&g), ["Relu", "Min", "Mul", "Add"]);
+    let g = import_ok(&one_node(
+        NodeProto::new("HardSigmoid", "h", &["x"], &["y"]),
+        &[4],
+    ));
+    assert_eq!(ops(&g), ["Mul", "Add", "Min", "Relu"]);
+    let g = import_ok(&one_node(
+        NodeProto::new("HardSwish", "s", &["x"], &["y"]),
+        &[4],
+    ));
+    assert_eq!(ops(&g), ["Mul", "Add", "Min", "Relu", "Mul"]);
+    // Integers are refused with the reason, not computed.
+    let mut i = NodeProto::new("HardSigmoid", "hi", &["x"], &["y"]);
+    i.attribute.push(AttributeProto::float("alpha", 0.5));
+    let bytes = encode(graph(
+        vec![i],
+        vec![ValueInfoProto::tensor("x", DataType::Int32, &[4])],
+        &["y"],
+        vec![],
+    ));
+    let e = import_err(&bytes);
+    assert!(e.to_string().contains("floating-point"), "{e}");
 }

@@ -839,9 +839,9 @@ fn model_errors_carry_their_help_and_are_json_under_format_json() {
     let dir = temp_dir("modelerr");
     let graph = GraphProto {
         node: vec![
-            NodeProto::new("HardSigmoid", "hs1", &["x"], &["h"]),
+            NodeProto::new("Hardmax", "hs1", &["x"], &["h"]),
             NodeProto::new("Resize", "up", &["h"], &["r"]),
-            NodeProto::new("HardSigmoid", "hs2", &["r"], &["y"]),
+            NodeProto::new("Hardmax", "hs2", &["r"], &["y"]),
         ],
         name: "g".to_owned(),
         input: vec![ValueInfoProto::tensor(
@@ -876,7 +876,7 @@ fn model_errors_carry_their_help_and_are_json_under_format_json() {
         .iter()
         .map(|g| g["op"].as_str().expect("op"))
         .collect();
-    assert_eq!(ops, ["HardSigmoid", "Resize"]);
+    assert_eq!(ops, ["Hardmax", "Resize"]);
     assert_eq!(e["unsupported"][0]["nodes"][1]["name"], "hs2");
     assert!(
         e["help"]

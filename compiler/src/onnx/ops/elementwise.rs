@@ -1,6 +1,7 @@
 //! The element-wise ops: the binary arithmetic ops (and `MatMul`, which
 //! takes the same shape of node), `Max` / `Min` of any number of inputs,
-//! `Pow`, `Gelu`, the unary ops, `Relu`, `Identity`, `Cast` and `Where`.
+//! `Pow`, `Gelu`, the unary ops, `Relu`, `LeakyRelu`, `HardSigmoid`,
+//! `HardSwish`, `Identity`, `Cast` and `Where`.
 
 use super::{Lowered, add, arity, input, scalar};
 use crate::ir::{Op, Unary, ValueId};
@@ -159,6 +160,77 @@ pub(super) fn relu(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportErr
     cx.check_attributes(&[])?;
     let x = input(imp, cx, 0)?;
     add(imp, cx, "", Op::Relu, vec![x]).map(Lowered::Value)
+}
+
+/// The input, which must be floating-point, for an activation defined only there.
+fn float_input(imp: &Importer, cx: &NodeCx) -> Result<ValueId, ImportError> {
+    let x = input(imp, cx, 0)?;
+    if !imp.g.ty(x).elem.is_float() {
+        let ty = imp.g.ty(x);
+        return Err(cx.shape_err(format!(
+            "{} is defined on floating-point tensors, the input is {ty}",
+            cx.op_type()
+        )));
+    }
+    Ok(x)
+}
+
+/// `LeakyRelu(x) = x` where `x >= 0`, else `alpha · x`: as
+/// `relu(x) + alpha · min(x, 0)` (exact: one of the two terms is zero).
+pub(super) fn leaky_relu(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["alpha"])?;
+    let alpha = f64::from(cx.float("alpha", 0.01)?);
+    let x = float_input(imp, cx)?;
+    let elem = imp.g.ty(x).elem;
+    let pos = add(imp, cx, "pos", Op::Relu, vec![x])?;
+    let zero = scalar(imp, format!("{}/zero", cx.name), elem, 0.0);
+    let neg = add(imp, cx, "neg", Op::Min, vec![x, zero])?;
+    let a = scalar(imp, format!("{}/alpha", cx.name), elem, alpha);
+    let scaled = add(imp, cx, "scaled", Op::Mul, vec![neg, a])?;
+    add(imp, cx, "", Op::Add, vec![pos, scaled]).map(Lowered::Value)
+}
+
+/// `max(0, min(1, alpha · x + beta))`, the piecewise-linear sigmoid.
+fn hard_sigmoid_of(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    x: ValueId,
+    alpha: f64,
+    beta: f64,
+    step: &str,
+) -> Result<ValueId, ImportError> {
+    let elem = imp.g.ty(x).elem;
+    let k = |imp: &mut Importer, what: &str, v: f64| {
+        scalar(imp, format!("{}/{what}", cx.name), elem, v)
+    };
+    let a = k(imp, "alpha", alpha);
+    let ax = add(imp, cx, "scaled", Op::Mul, vec![x, a])?;
+    let b = k(imp, "beta", beta);
+    let s = add(imp, cx, "shifted", Op::Add, vec![ax, b])?;
+    let one = k(imp, "one", 1.0);
+    let lo = add(imp, cx, "below_one", Op::Min, vec![s, one])?;
+    add(imp, cx, step, Op::Relu, vec![lo])
+}
+
+/// `HardSigmoid(x) = max(0, min(1, alpha · x + beta))` (alpha 0.2, beta 0.5 by default).
+pub(super) fn hard_sigmoid(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["alpha", "beta"])?;
+    let alpha = f64::from(cx.float("alpha", 0.2)?);
+    let beta = f64::from(cx.float("beta", 0.5)?);
+    let x = float_input(imp, cx)?;
+    hard_sigmoid_of(imp, cx, x, alpha, beta, "").map(Lowered::Value)
+}
+
+/// `HardSwish(x) = x · HardSigmoid(x)` with alpha 1/6 and beta 0.5.
+pub(super) fn hard_swish(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&[])?;
+    let x = float_input(imp, cx)?;
+    let alpha = f64::from(1.0f32 / 6.0);
+    let gate = hard_sigmoid_of(imp, cx, x, alpha, 0.5, "gate")?;
+    add(imp, cx, "", Op::Mul, vec![x, gate]).map(Lowered::Value)
 }
 
 /// An alias of its input, except for a graph output, which keeps its own value.

@@ -25,7 +25,10 @@ use super::tensor::{MAX_ELEMENTS, checked_numel};
 use crate::ir::{ElemType, Op, ReduceKind, Tensor, TensorType, Unary, ValueId, infer};
 use constant::constant;
 use conv::{conv, global_pool, pool};
-use elementwise::{binary, cast, gelu, identity, pow, relu, unary, variadic, where_};
+use elementwise::{
+    binary, cast, gelu, hard_sigmoid, hard_swish, identity, leaky_relu, pow, relu, unary, variadic,
+    where_,
+};
 use gemm::gemm;
 use quant::{dequantize, matmul_integer, qlinear_matmul, quantize};
 use reduce::{batch_norm, layer_norm, reduce, softmax};
@@ -55,8 +58,11 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Gather",
     "GlobalAveragePool",
     "GlobalMaxPool",
+    "HardSigmoid",
+    "HardSwish",
     "Identity",
     "LayerNormalization",
+    "LeakyRelu",
     "Log",
     "MatMul",
     "MatMulInteger",
@@ -120,6 +126,9 @@ pub(super) fn lower(
         "Mul" => binary(imp, &cx, Op::Mul),
         "Div" => binary(imp, &cx, Op::Div),
         "Relu" => relu(imp, &cx),
+        "LeakyRelu" => leaky_relu(imp, &cx),
+        "HardSigmoid" => hard_sigmoid(imp, &cx),
+        "HardSwish" => hard_swish(imp, &cx),
         "Pow" => pow(imp, &cx),
         "Gelu" => gelu(imp, &cx),
         "Max" => variadic(imp, &cx, Op::Max),
