@@ -1126,3 +1126,43 @@ fn piecewise_linear_activations_import_as_their_formulas() {
     let e = import_err(&bytes);
     assert!(e.to_string().contains("floating-point"), "{e}");
 }
+
+#[test]
+fn clip_takes_its_bounds_from_constant_inputs_or_old_attributes() {
+    let lo = TensorProto::from_f32("lo", &[], &[-1.0]);
+    let hi = TensorProto::from_f32("hi", &[], &[2.0]);
+    let node = NodeProto::new("Clip", "c", &["x", "lo", "hi"], &["y"]);
+    let g = import_ok(&encode(graph(
+        vec![node],
+        vec![input("x", &[4])],
+        &["y"],
+        vec![lo, hi],
+    )));
+    assert_eq!(ops(&g), ["Max", "Min"]);
+    // Only a maximum (the minimum left out by an empty name).
+    let hi = TensorProto::from_f32("hi", &[], &[2.0]);
+    let node = NodeProto::new("Clip", "c", &["x", "", "hi"], &["y"]);
+    let g = import_ok(&encode(graph(
+        vec![node],
+        vec![input("x", &[4])],
+        &["y"],
+        vec![hi],
+    )));
+    assert_eq!(ops(&g), ["Min"]);
+    // A bound computed at run time must be made constant.
+    let node = NodeProto::new("Clip", "c", &["x", "lo"], &["y"]);
+    let e = import_err(&encode(graph(
+        vec![node],
+        vec![input("x", &[4]), input("lo", &[])],
+        &["y"],
+        vec![],
+    )));
+    assert!(matches!(e, ImportError::NotConstant { .. }), "{e}");
+    // Before opset 11 the bounds are attributes.
+    let mut node = NodeProto::new("Clip", "c", &["x"], &["y"]);
+    node.attribute.push(AttributeProto::float("min", 0.0));
+    node.attribute.push(AttributeProto::float("max", 6.0));
+    let old = ModelProto::with_graph(graph(vec![node], vec![input("x", &[4])], &["y"], vec![]), 7);
+    let g = import_ok(&old.encode_to_vec());
+    assert_eq!(ops(&g), ["Max", "Min"]);
+}

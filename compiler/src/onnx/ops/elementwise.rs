@@ -191,6 +191,62 @@ pub(super) fn leaky_relu(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, Imp
     add(imp, cx, "", Op::Add, vec![pos, scaled]).map(Lowered::Value)
 }
 
+/// `Clip(x, min, max) = min(max(x, min), max)`, each bound optional: from
+/// opset 11 constant scalar inputs, before it the attributes `min` and `max`.
+pub(super) fn clip(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    let x = float_input(imp, cx)?;
+    let elem = imp.g.ty(x).elem;
+    let (lo, hi) = if imp.opset >= 11 {
+        arity(cx, 1, 3)?;
+        cx.check_attributes(&[])?;
+        let bound = |i: usize| -> Result<Option<f64>, ImportError> {
+            let Some(v) = super::optional_input(imp, cx, i)? else {
+                return Ok(None);
+            };
+            let Some(t) = imp.g.constants.get(&v) else {
+                return Err(ImportError::NotConstant {
+                    node: cx.node.clone(),
+                    op_type: cx.op_type(),
+                    value: imp.g.values[v.index()].name.clone(),
+                });
+            };
+            if t.data.len() != 1 {
+                let ty = &t.ty;
+                return Err(cx.shape_err(format!("a bound must be a scalar, it is {ty}")));
+            }
+            Ok(Some(t.data[0]))
+        };
+        (bound(1)?, bound(2)?)
+    } else {
+        arity(cx, 1, 1)?;
+        cx.check_attributes(&["min", "max"])?;
+        let has = |name: &str| cx.proto.attribute.iter().any(|a| a.name == name);
+        (
+            has("min")
+                .then(|| cx.float("min", 0.0))
+                .transpose()?
+                .map(f64::from),
+            has("max")
+                .then(|| cx.float("max", 0.0))
+                .transpose()?
+                .map(f64::from),
+        )
+    };
+    let mut y = x;
+    let parts = [("at_least_min", Op::Max, lo), ("at_most_max", Op::Min, hi)];
+    let last = parts.iter().rposition(|(_, _, b)| b.is_some());
+    for (k, (step, op, b)) in parts.into_iter().enumerate() {
+        let Some(b) = b else { continue };
+        let c = scalar(imp, format!("{}/{step}_bound", cx.name), elem, b);
+        let name = if Some(k) == last { "" } else { step };
+        y = add(imp, cx, name, op, vec![y, c])?;
+    }
+    if last.is_none() {
+        y = add(imp, cx, "", Op::Identity, vec![x])?;
+    }
+    Ok(Lowered::Value(y))
+}
+
 /// `max(0, min(1, alpha · x + beta))`, the piecewise-linear sigmoid.
 fn hard_sigmoid_of(
     imp: &mut Importer,

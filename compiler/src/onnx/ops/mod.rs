@@ -26,8 +26,8 @@ use crate::ir::{ElemType, Op, ReduceKind, Tensor, TensorType, Unary, ValueId, in
 use constant::constant;
 use conv::{conv, global_pool, pool};
 use elementwise::{
-    binary, cast, gelu, hard_sigmoid, hard_swish, identity, leaky_relu, pow, relu, unary, variadic,
-    where_,
+    binary, cast, clip, gelu, hard_sigmoid, hard_swish, identity, leaky_relu, pow, relu, unary,
+    variadic, where_,
 };
 use gemm::gemm;
 use quant::{dequantize, matmul_integer, qlinear_matmul, quantize};
@@ -44,6 +44,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "AveragePool",
     "BatchNormalization",
     "Cast",
+    "Clip",
     "Concat",
     "Constant",
     "Conv",
@@ -127,6 +128,7 @@ pub(super) fn lower(
         "Div" => binary(imp, &cx, Op::Div),
         "Relu" => relu(imp, &cx),
         "LeakyRelu" => leaky_relu(imp, &cx),
+        "Clip" => clip(imp, &cx),
         "HardSigmoid" => hard_sigmoid(imp, &cx),
         "HardSwish" => hard_swish(imp, &cx),
         "Pow" => pow(imp, &cx),
@@ -230,7 +232,11 @@ fn input(imp: &Importer, cx: &NodeCx, i: usize) -> Result<ValueId, ImportError> 
 }
 
 /// Input `i`, or `None` when absent (past the end or named `""`).
-fn optional_input(imp: &Importer, cx: &NodeCx, i: usize) -> Result<Option<ValueId>, ImportError> {
+pub(super) fn optional_input(
+    imp: &Importer,
+    cx: &NodeCx,
+    i: usize,
+) -> Result<Option<ValueId>, ImportError> {
     match cx.proto.input.get(i).filter(|n| !n.is_empty()) {
         None => Ok(None),
         Some(name) => imp
