@@ -106,14 +106,8 @@ pub(super) fn pow(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportErro
 pub(super) fn gelu(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     arity(cx, 1, 1)?;
     cx.check_attributes(&["approximate"])?;
-    let x = input(imp, cx, 0)?;
+    let x = float_input(imp, cx)?;
     let elem = imp.g.ty(x).elem;
-    if !elem.is_float() {
-        let ty = imp.g.ty(x);
-        return Err(cx.shape_err(format!(
-            "Gelu is defined on floating-point tensors, the input is {ty}"
-        )));
-    }
     let approximate = cx.string("approximate", "none")?;
     let k = |imp: &mut Importer, what: &str, v: f64| {
         scalar(imp, format!("{}/{what}", cx.name), elem, v)
