@@ -104,13 +104,16 @@ fn an_mlp_imports_with_onnx_names_shapes_and_constants() {
     g.output[0] = ValueInfoProto::tensor("y", F32, &[2, 3]);
     let g = import_ok(&encode(g));
 
-    assert_eq!(
-        ops(&g),
-        ["MatMul", "Add", "Relu", "Transpose", "MatMul", "Add"]
-    );
+    // The transposed constant `w2` is folded as it is imported.
+    assert_eq!(ops(&g), ["MatMul", "Add", "Relu", "MatMul", "Add"]);
     assert_eq!(g.inputs, vec![by_name(&g, "x")]);
     assert_eq!(g.outputs, vec![by_name(&g, "y")]);
     assert_eq!(g.constants.len(), 4);
+    let w2t = &g.constants[&by_name(&g, "fc2/transpose_b")];
+    assert_eq!(
+        (w2t.ty.shape.as_slice(), &w2t.data[..2]),
+        ([8, 3].as_slice(), [1.0, 0.0].as_slice())
+    );
     for (name, dims) in [("h", vec![2, 8]), ("hb", vec![2, 8]), ("a", vec![2, 8])] {
         assert_eq!(shape(&g, name), dims, "{name}");
     }
@@ -118,7 +121,7 @@ fn an_mlp_imports_with_onnx_names_shapes_and_constants() {
     let b1 = &g.constants[&by_name(&g, "b1")];
     assert_eq!(b1.data[..3], [-1.0, -0.75, -0.5]);
     assert_eq!(g.nodes[0].name, "fc1");
-    assert_eq!(g.nodes[3].name, "fc2/transpose_b");
+    assert_eq!(g.nodes[3].name, "fc2/matmul");
     assert!(g.values.iter().all(|v| v.ty.elem == ElemType::F32));
 }
 
@@ -180,12 +183,11 @@ fn gemm_case(trans_a: bool, trans_b: bool, alpha: f32, beta: f32, c_dims: Option
     )));
     let case = format!("transA={trans_a} transB={trans_b} alpha={alpha} beta={beta} C={c_dims:?}");
 
+    // B and C are constants: their transpose and scaling fold as imported.
     let mut expected_ops = vec![];
     expected_ops.extend(trans_a.then_some("Transpose"));
-    expected_ops.extend(trans_b.then_some("Transpose"));
     expected_ops.push("MatMul");
     expected_ops.extend((alpha != 1.0).then_some("Mul"));
-    expected_ops.extend((c_dims.is_some() && beta != 1.0).then_some("Mul"));
     expected_ops.extend(c_dims.is_some().then_some("Add"));
     assert_eq!(ops(&g), expected_ops, "{case}");
     assert_eq!(shape(&g, "Y"), vec![2, 4], "{case}");
@@ -551,21 +553,85 @@ fn symbolic_dimensions_are_bound_by_the_caller() {
     let nodes = vec![NodeProto::new("Relu", "r", &["x"], &["y"])];
     let bytes = encode(graph(nodes, vec![x], &["y"], vec![]));
     let e = import_err(&bytes);
-    assert!(
-        matches!(e, ImportError::UnboundDim { ref input, ref param } if input == "x" && param == "batch"),
-        "{e}"
-    );
+    let ImportError::UnboundDims { ref dims } = e else {
+        panic!("{e}");
+    };
+    assert_eq!(dims.len(), 1);
+    assert_eq!((dims[0].input.as_str(), dims[0].index), ("x", 0));
+    assert_eq!(dims[0].param.as_deref(), Some("batch"));
     assert_eq!(
         e.to_string(),
-        "graph input `x` has the symbolic dimension `batch`, which is not bound to a size"
+        "1 input dimension without a size:\n  `x` [batch, 4]: dimension #0 is the symbol `batch`"
     );
-    assert!(e.help().is_some());
+    assert!(e.help().is_some_and(|h| h.contains("--input-shape")));
     let options = ImportOptions {
         dims: HashMap::from([("batch".to_owned(), 8)]),
         ..Default::default()
     };
     let g = import_with(&bytes, &options).expect("bound");
     assert_eq!(shape(&g, "y"), vec![8, 4]);
+}
+
+/// Paddle and PyTorch exports: `-1`, unnamed and repeated `?` dimensions,
+/// all reported in one error, each fixed by the input's whole shape.
+#[test]
+fn unsized_dimensions_are_all_reported_and_fixed_by_input_shapes() {
+    let q = || Dim::DimParam("?".into());
+    let x = ValueInfoProto::tensor_dims("x", F32, [Dim::DimValue(1), Dim::DimValue(3), q(), q()]);
+    let mut m = ValueInfoProto::tensor_dims("m", F32, [Dim::DimValue(-1), Dim::DimValue(4)]);
+    if let Some(compiler::onnx::proto::type_proto::Value::TensorType(t)) =
+        m.r#type.as_mut().and_then(|t| t.value.as_mut())
+        && let Some(shape) = t.shape.as_mut()
+    {
+        shape.dim.push(Default::default()); // neither size nor name
+    }
+    let nodes = vec![
+        NodeProto::new("Relu", "r", &["x"], &["y"]),
+        NodeProto::new("Relu", "s", &["m"], &["z"]),
+    ];
+    let bytes = encode(graph(nodes, vec![x, m], &["y", "z"], vec![]));
+    let e = import_err(&bytes);
+    let ImportError::UnboundDims { ref dims } = e else {
+        panic!("{e}");
+    };
+    let found: Vec<(&str, usize)> = dims.iter().map(|d| (d.input.as_str(), d.index)).collect();
+    assert_eq!(found, [("x", 2), ("x", 3), ("m", 0), ("m", 2)]);
+    assert!(
+        e.to_string()
+            .contains("`m` [?, 4, ?]: dimension #0 has no size"),
+        "{e}"
+    );
+    // `--dim '?=48'` would make both of x's `?` 48; whole shapes say more.
+    let options = ImportOptions {
+        shapes: HashMap::from([
+            ("x".to_owned(), vec![1, 3, 48, 192]),
+            ("m".to_owned(), vec![2, 4, 5]),
+        ]),
+        ..Default::default()
+    };
+    let g = import_with(&bytes, &options).expect("shapes given");
+    assert_eq!(shape(&g, "y"), vec![1, 3, 48, 192]);
+    assert_eq!(shape(&g, "z"), vec![2, 4, 5]);
+    // A shape that contradicts a fixed size, or has another rank, is refused.
+    for bad in [vec![1, 4, 48, 192], vec![1, 3, 48]] {
+        let options = ImportOptions {
+            shapes: HashMap::from([("x".to_owned(), bad), ("m".to_owned(), vec![2, 4, 5])]),
+            ..Default::default()
+        };
+        let e = import_with(&bytes, &options).expect_err("contradicts the declaration");
+        assert!(e.to_string().contains("[1, 3, ?, ?]"), "{e}");
+    }
+    // A shape for a name that is not an input is refused, naming the inputs.
+    let options = ImportOptions {
+        shapes: HashMap::from([
+            ("x".to_owned(), vec![1, 3, 4, 4]),
+            ("m".to_owned(), vec![2, 4, 5]),
+            ("img".to_owned(), vec![1]),
+        ]),
+        ..Default::default()
+    };
+    let e = import_with(&bytes, &options).expect_err("no such input");
+    assert!(e.to_string().contains("`x`, `m`"), "{e}");
 }
 
 #[test]

@@ -55,6 +55,32 @@ impl fmt::Display for UnsupportedGroup {
     }
 }
 
+/// A graph input dimension with no size ([`ImportError::UnboundDims`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnboundDim {
+    /// The input's name.
+    pub input: String,
+    /// The dimension's position.
+    pub index: usize,
+    /// Its symbol, if it has one (else it is `-1` or has neither size nor name).
+    pub param: Option<String>,
+    /// The input's shape as declared, `?` for each dimension without a size.
+    pub declared: String,
+}
+
+impl fmt::Display for UnboundDim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (input, index, declared) = (&self.input, self.index, &self.declared);
+        match &self.param {
+            Some(p) => write!(
+                f,
+                "`{input}` {declared}: dimension #{index} is the symbol `{p}`"
+            ),
+            None => write!(f, "`{input}` {declared}: dimension #{index} has no size"),
+        }
+    }
+}
+
 /// An import failure. None of these is a bug of the importer: each says what
 /// in the model is wrong or unsupported.
 #[derive(Debug)]
@@ -162,12 +188,22 @@ pub enum ImportError {
         /// What is wrong.
         message: String,
     },
-    /// A graph input with a symbolic dimension the caller did not bind.
-    UnboundDim {
-        /// The input's name.
-        input: String,
-        /// The symbol.
-        param: String,
+    /// Graph input dimensions without a size: symbols the caller did not
+    /// bind, `-1`s and dimensions with neither size nor name. Every one of
+    /// the model's is listed.
+    UnboundDims {
+        /// Each dimension, in input order.
+        dims: Vec<UnboundDim>,
+    },
+    /// An op evaluated when compiling (a comparison, `Range`, `If`'s
+    /// condition, ...) reads a value only known at run time.
+    NotStatic {
+        /// The node.
+        node: NodeRef,
+        /// Its op type.
+        op_type: String,
+        /// The value name.
+        value: String,
     },
     /// A tensor (initializer, attribute, test data) whose data is malformed or unsupported.
     Tensor {
@@ -211,7 +247,12 @@ impl ImportError {
                 });
                 LIST.as_str()
             }
-            ImportError::UnboundDim { .. } => "bind the symbol to a size (`ImportOptions::dims`)",
+            ImportError::UnboundDims { .. } => {
+                "give each input's shape (`--input-shape NAME=1x3x224x224`) or bind each symbol (`--dim NAME=SIZE`)"
+            }
+            ImportError::NotStatic { .. } => {
+                "these ops run when compiling: their inputs must be constants or computed from shapes and constants"
+            }
             ImportError::NotConstant { .. } => {
                 "fold the shape computation into a constant (e.g. with onnx-simplifier)"
             }
@@ -297,9 +338,21 @@ impl fmt::Display for ImportError {
                 message,
             } => write!(f, "{op_type} {node}: {message}"),
             ImportError::Input { name, message } => write!(f, "graph input `{name}`: {message}"),
-            ImportError::UnboundDim { input, param } => write!(
+            ImportError::UnboundDims { dims } => {
+                let plural = if dims.len() == 1 { "" } else { "s" };
+                write!(f, "{} input dimension{plural} without a size:", dims.len())?;
+                for d in dims {
+                    write!(f, "\n  {d}")?;
+                }
+                Ok(())
+            }
+            ImportError::NotStatic {
+                node,
+                op_type,
+                value,
+            } => write!(
                 f,
-                "graph input `{input}` has the symbolic dimension `{param}`, which is not bound to a size"
+                "{op_type} {node}: input `{value}` is only known at run time; {op_type} is evaluated when compiling"
             ),
             ImportError::Tensor { name, message } if name.is_empty() => {
                 write!(f, "unnamed tensor: {message}")

@@ -8,6 +8,8 @@ use std::path::Path;
 
 use prost::Message;
 
+use super::error::UnboundDim;
+use super::proto::tensor_shape_proto::Dimension;
 use super::proto::tensor_shape_proto::dimension::Value as Dim;
 use super::proto::{GraphProto, ModelProto, TensorProto, ValueInfoProto, type_proto};
 use super::tensor::{checked_numel, data_type_name, elem_type, tensor_from_proto};
@@ -22,6 +24,14 @@ pub const OPSETS: RangeInclusive<i64> = 7..=25;
 pub struct ImportOptions {
     /// Sizes of symbolic input dimensions (`dim_param`), e.g. `batch = 1`.
     pub dims: HashMap<String, usize>,
+    /// Whole shapes of graph inputs, by name: they fix every dimension of
+    /// the input (a symbol, a `-1`, an unnamed one) and must agree with its
+    /// fixed sizes and rank. They take precedence over `dims`.
+    pub shapes: HashMap<String, Vec<usize>>,
+    /// Graph inputs known when compiling, by their values (row-major) only:
+    /// like `constants`, with the type the input declares (its dimensions
+    /// fixed as for any input).
+    pub values: HashMap<String, Vec<f64>>,
     /// Graph inputs whose values are known when compiling (shape tensors,
     /// axes, slice bounds fed as inputs): they become constants and are no
     /// longer inputs of the graph. The value must have the input's type.
@@ -98,6 +108,7 @@ pub fn import_model(model: &ModelProto, options: &ImportOptions) -> Result<Graph
         ops::lower(&mut imp, node, index)?;
     }
     imp.outputs(graph, options)?;
+    imp.drop_unread_constants();
     Ok(imp.g)
 }
 
@@ -188,6 +199,27 @@ impl Importer {
         self.names.get(name).copied()
     }
 
+    /// Imports a subgraph (the branch of an `If` known when compiling) into
+    /// the graph: its initializers become constants and its nodes are
+    /// imported in order; its names join the ones in scope.
+    pub fn inline(&mut self, graph: &GraphProto) -> Result<(), ImportError> {
+        self.initializers(graph)?;
+        for (index, node) in graph.node.iter().enumerate() {
+            ops::lower(self, node, index)?;
+        }
+        Ok(())
+    }
+
+    /// Drops the constants no node reads and no output is: the initializers
+    /// and intermediate results of the shape computations folded away.
+    fn drop_unread_constants(&mut self) {
+        let read: HashSet<ValueId> = (self.g.nodes.iter())
+            .flat_map(|n| n.inputs.iter().copied())
+            .chain(self.g.outputs.iter().copied())
+            .collect();
+        self.g.constants.retain(|v, _| read.contains(v));
+    }
+
     /// Whether a name is one of the graph's outputs.
     pub fn is_graph_output(&self, name: &str) -> bool {
         self.graph_outputs.contains(name)
@@ -234,7 +266,35 @@ impl Importer {
     }
 
     /// Graph inputs that are not initializers become typed input values.
+    /// Every dimension left without a size is reported at once.
     fn inputs(&mut self, graph: &GraphProto, options: &ImportOptions) -> Result<(), ImportError> {
+        let mut unbound = Vec::new();
+        let mut typed = Vec::new();
+        for vi in &graph.input {
+            if self.value(&vi.name).is_some() {
+                continue;
+            }
+            match input_type(vi, options) {
+                Ok(ty) => typed.push(ty),
+                Err(ImportError::UnboundDims { dims }) => unbound.extend(dims),
+                Err(e) => return Err(e),
+            }
+        }
+        if !unbound.is_empty() {
+            return Err(ImportError::UnboundDims { dims: unbound });
+        }
+        if let Some(name) = (options.shapes.keys().chain(options.values.keys()))
+            .find(|n| !graph.input.iter().any(|vi| &vi.name == *n))
+        {
+            return Err(ImportError::Input {
+                name: name.clone(),
+                message: format!(
+                    "is given a shape or value but is not an input of the graph (its inputs: {})",
+                    input_names(graph)
+                ),
+            });
+        }
+        let mut typed = typed.into_iter();
         for vi in &graph.input {
             if let Some(id) = self.value(&vi.name) {
                 if self.g.constants.contains_key(&id) {
@@ -244,7 +304,25 @@ impl Importer {
                     name: vi.name.clone(),
                 });
             }
-            let ty = input_type(vi, options)?;
+            let Some(ty) = typed.next() else {
+                return Err(ImportError::Input {
+                    name: vi.name.clone(),
+                    message: "has no type".to_owned(),
+                });
+            };
+            if let Some(data) = options.values.get(&vi.name) {
+                if data.len() != ty.numel() {
+                    return Err(ImportError::Input {
+                        name: vi.name.clone(),
+                        message: format!("is {ty}, {} values are given for it", data.len()),
+                    });
+                }
+                let id = self
+                    .g
+                    .add_constant(vi.name.clone(), Tensor::new(ty, data.clone()));
+                self.bind(&vi.name, id, false)?;
+                continue;
+            }
             if let Some(t) = options.constants.get(&vi.name) {
                 if t.ty != ty {
                     return Err(ImportError::Input {
@@ -317,44 +395,106 @@ fn input_type(vi: &ValueInfoProto, options: &ImportOptions) -> Result<TensorType
         .as_ref()
         .ok_or_else(|| err("has no shape (unknown rank)".to_owned()))?
         .dim;
-    let mut shape = Vec::with_capacity(dims.len());
-    for (i, d) in dims.iter().enumerate() {
-        shape.push(input_dim(vi, i, d.value.as_ref(), options)?);
-    }
+    let shape = match options.shapes.get(&vi.name) {
+        Some(given) => given_shape(vi, dims, given)?,
+        None => declared_shape(vi, dims, options)?,
+    };
     if checked_numel(&shape).is_none() {
         return Err(err(format!("shape {shape:?} is too large")));
     }
     Ok(TensorType { elem, shape })
 }
 
-fn input_dim(
+/// The shape of an input from its declaration, symbols bound from
+/// `options.dims`; every dimension left without a size is an error.
+fn declared_shape(
     vi: &ValueInfoProto,
-    i: usize,
-    d: Option<&Dim>,
+    dims: &[Dimension],
     options: &ImportOptions,
-) -> Result<usize, ImportError> {
+) -> Result<Vec<usize>, ImportError> {
+    let mut shape = Vec::with_capacity(dims.len());
+    let mut unbound = Vec::new();
+    for (index, d) in dims.iter().enumerate() {
+        if let Some(Dim::DimValue(v)) = d.value
+            && v < -1
+        {
+            return Err(ImportError::Input {
+                name: vi.name.clone(),
+                message: format!("dimension #{index} is negative ({v})"),
+            });
+        }
+        match declared_dim(d, options) {
+            Some(n) => shape.push(n),
+            None => unbound.push(UnboundDim {
+                input: vi.name.clone(),
+                index,
+                param: match &d.value {
+                    Some(Dim::DimParam(p)) if !p.is_empty() => Some(p.clone()),
+                    _ => None,
+                },
+                declared: declared_text(dims),
+            }),
+        }
+    }
+    if unbound.is_empty() {
+        Ok(shape)
+    } else {
+        Err(ImportError::UnboundDims { dims: unbound })
+    }
+}
+
+/// A shape given for an input whole, checked against what it declares.
+fn given_shape(
+    vi: &ValueInfoProto,
+    dims: &[Dimension],
+    given: &[usize],
+) -> Result<Vec<usize>, ImportError> {
     let err = |message: String| ImportError::Input {
         name: vi.name.clone(),
         message,
     };
-    match d {
-        Some(Dim::DimValue(v)) => {
-            usize::try_from(*v).map_err(|_| err(format!("dimension #{i} is negative ({v})")))
-        }
-        Some(Dim::DimParam(p)) => {
-            options
-                .dims
-                .get(p)
-                .copied()
-                .ok_or_else(|| ImportError::UnboundDim {
-                    input: vi.name.clone(),
-                    param: p.clone(),
-                })
-        }
-        None => Err(err(format!(
-            "dimension #{i} has neither a size nor a symbol"
-        ))),
+    let declared = declared_text(dims);
+    if given.len() != dims.len() {
+        return Err(err(format!(
+            "is declared {declared} (rank {}), the shape given for it has rank {}",
+            dims.len(),
+            given.len()
+        )));
     }
+    for (i, (d, &n)) in dims.iter().zip(given).enumerate() {
+        if let Some(Dim::DimValue(v)) = d.value
+            && v >= 0
+            && usize::try_from(v).ok() != Some(n)
+        {
+            return Err(err(format!(
+                "is declared {declared}: dimension #{i} is {v}, the shape given for it says {n}"
+            )));
+        }
+    }
+    Ok(given.to_vec())
+}
+
+/// A declared shape as text: sizes, symbols, `?` for the others.
+fn declared_text(dims: &[Dimension]) -> String {
+    let parts: Vec<String> = dims
+        .iter()
+        .map(|d| match &d.value {
+            Some(Dim::DimValue(v)) if *v >= 0 => v.to_string(),
+            Some(Dim::DimParam(p)) if !p.is_empty() => p.clone(),
+            _ => "?".to_owned(),
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// The names of a graph's inputs that are not initializers, for messages.
+fn input_names(graph: &GraphProto) -> String {
+    let inits: HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<String> = (graph.input.iter())
+        .filter(|vi| !inits.contains(vi.name.as_str()))
+        .map(|vi| format!("`{}`", vi.name))
+        .collect();
+    names.join(", ")
 }
 
 /// Checks what a graph output declares (element type, known dimensions) against its type.
@@ -397,10 +537,7 @@ fn check_declared(
 }
 
 /// A declared dimension's size, when it is known.
-fn declared_dim(
-    d: &super::proto::tensor_shape_proto::Dimension,
-    options: &ImportOptions,
-) -> Option<usize> {
+fn declared_dim(d: &Dimension, options: &ImportOptions) -> Option<usize> {
     match d.value.as_ref()? {
         Dim::DimValue(v) => usize::try_from(*v).ok(),
         Dim::DimParam(p) => options.dims.get(p).copied(),

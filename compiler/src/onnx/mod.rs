@@ -3,7 +3,8 @@
 //!
 //! [`import`] decodes a model, checks the default-domain opset (7 to 25),
 //! makes initializers constants and the other graph inputs typed values (every
-//! dimension static: symbolic ones are bound by [`ImportOptions`]), and lowers
+//! dimension static: symbolic, `-1` and unnamed ones are bound by
+//! [`ImportOptions`], and every one left unbound is reported at once), and lowers
 //! the nodes in order into canonical IR ops with their shapes inferred.
 //! Values keep their ONNX names. The ops are [`SUPPORTED_OPS`]; many are
 //! canonicalised: Gemm into Transpose, MatMul, Mul and Add; Pow with a
@@ -11,7 +12,10 @@
 //! Softmax, LayerNormalization and BatchNormalization into their formulas;
 //! Split into Slices; Squeeze, Unsqueeze and Flatten into Reshape; Expand
 //! into an add of zeros; the quantised ops into exact integer and float
-//! arithmetic. Inputs known at compile time may be bound as constants
+//! arithmetic. Whatever is computed from constants and shapes (`Shape`,
+//! `ConstantOfShape`, `Range`, comparisons, `If` on a known condition, and
+//! any op whose inputs are all constants) is evaluated as it is imported, so
+//! exporters' shape subgraphs fold away. Inputs known at compile time may be bound as constants
 //! ([`ImportOptions::constants`]). Anything else, and
 //! every malformed input, is an [`ImportError`] naming what it is about.
 
@@ -22,7 +26,7 @@ mod ops;
 pub mod proto;
 mod tensor;
 
-pub use error::{ImportError, NodeRef, UnsupportedGroup};
+pub use error::{ImportError, NodeRef, UnboundDim, UnsupportedGroup};
 pub use import::{
     ImportOptions, OPSETS, import, import_file, import_file_with, import_model, import_owned,
     import_shared, import_with, read_tensor, read_tensor_file,

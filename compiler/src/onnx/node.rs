@@ -4,7 +4,7 @@
 use super::ImportError;
 use super::error::NodeRef;
 use super::proto::attribute_proto::AttributeType;
-use super::proto::{AttributeProto, NodeProto, TensorProto};
+use super::proto::{AttributeProto, GraphProto, NodeProto, TensorProto};
 
 /// A node with what errors about it need.
 pub(super) struct NodeCx<'n> {
@@ -155,6 +155,18 @@ impl<'n> NodeCx<'n> {
         Ok(self
             .attr(name, AttributeType::Floats)?
             .map(|a| a.floats.as_slice()))
+    }
+
+    /// A graph attribute (a branch or a loop body), if present.
+    pub fn graph(&self, name: &str) -> Result<Option<&'n GraphProto>, ImportError> {
+        match self.attr(name, AttributeType::Graph)? {
+            None => Ok(None),
+            Some(a) => {
+                a.g.as_ref()
+                    .map(Some)
+                    .ok_or_else(|| self.attr_err(name, "of type GRAPH but holds no graph"))
+            }
+        }
     }
 
     /// A tensor attribute, if present.

@@ -10,6 +10,10 @@ use crate::ir::{ElemType, Tensor, TensorType};
 /// product of dimensions in range; no model comes near it.
 pub const MAX_ELEMENTS: usize = 1 << 40;
 
+/// The largest constant the importer computes (`ConstantOfShape`, `Expand`'s
+/// zeros, a folded node): 2^26 elements, 512 MiB as the IR holds them.
+pub const MAX_CONSTANT_ELEMENTS: usize = 1 << 26;
+
 /// The IR element type of an ONNX data type, if the IR has it.
 pub fn elem_type(data_type: i32) -> Option<ElemType> {
     Some(match DataType::try_from(data_type).ok()? {

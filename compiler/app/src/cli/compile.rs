@@ -199,9 +199,8 @@ pub struct CompileArgs {
     /// Stages to print (comma-separated): ir, selected, asm, schedule, report.
     #[arg(long, value_enum, value_delimiter = ',')]
     emit: Vec<Stage>,
-    /// Size of a symbolic input dimension: `--dim batch=1` (repeatable).
-    #[arg(long = "dim", value_name = "NAME=SIZE", value_parser = parse_dim)]
-    dims: Vec<(String, usize)>,
+    #[command(flatten)]
+    inputs: InputArgs,
     /// Output format of the emitted stages.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
@@ -234,9 +233,8 @@ pub struct RunArgs {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Size of a symbolic input dimension: `--dim batch=1` (repeatable).
-    #[arg(long = "dim", value_name = "NAME=SIZE", value_parser = parse_dim)]
-    dims: Vec<(String, usize)>,
+    #[command(flatten)]
+    inputs: InputArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
@@ -257,6 +255,36 @@ pub struct DemoArgs {
     target: String,
 }
 
+/// What the model leaves open about its inputs: sizes of dimensions, and
+/// inputs known when compiling.
+#[derive(Debug, Default, Args)]
+pub struct InputArgs {
+    /// Size of a symbolic input dimension: `--dim batch=1` (repeatable).
+    #[arg(long = "dim", value_name = "NAME=SIZE", value_parser = parse_dim)]
+    dims: Vec<(String, usize)>,
+    /// The whole shape of an input, fixing each of its dimensions (symbols,
+    /// `-1`s, unnamed ones): `--input-shape x=1x3x224x224` (repeatable).
+    #[arg(long = "input-shape", value_name = "NAME=DxDx..", value_parser = parse_shape)]
+    shapes: Vec<(String, Vec<usize>)>,
+    /// An input known when compiling (a sample rate, a flag), bound to its
+    /// value and no longer an input: `--input-value sr=16000`, or a list for
+    /// a 1-D input `--input-value axes=0,2` (repeatable).
+    #[arg(long = "input-value", value_name = "NAME=V[,V..]", value_parser = parse_values)]
+    values: Vec<(String, Vec<f64>)>,
+}
+
+impl InputArgs {
+    /// The import options they give.
+    fn options(&self) -> compiler::onnx::ImportOptions {
+        compiler::onnx::ImportOptions {
+            dims: self.dims.iter().cloned().collect(),
+            shapes: self.shapes.iter().cloned().collect(),
+            values: self.values.iter().cloned().collect(),
+            ..Default::default()
+        }
+    }
+}
+
 fn parse_dim(s: &str) -> Result<(String, usize), String> {
     let (k, v) = s.split_once('=').ok_or("expected NAME=SIZE")?;
     let v = v
@@ -266,31 +294,51 @@ fn parse_dim(s: &str) -> Result<(String, usize), String> {
     Ok((k.trim().to_owned(), v))
 }
 
+fn parse_shape(s: &str) -> Result<(String, Vec<usize>), String> {
+    let (k, v) = s
+        .rsplit_once('=')
+        .ok_or("expected NAME=DxDx.. (e.g. x=1x3x224x224)")?;
+    let dims = if v.trim().is_empty() {
+        Vec::new() // a scalar
+    } else {
+        (v.split(['x', 'X', ',']))
+            .map(|d| d.trim().parse::<usize>().map_err(|e| format!("`{d}`: {e}")))
+            .collect::<Result<_, _>>()?
+    };
+    Ok((k.trim().to_owned(), dims))
+}
+
+fn parse_values(s: &str) -> Result<(String, Vec<f64>), String> {
+    let (k, v) = s
+        .rsplit_once('=')
+        .ok_or("expected NAME=V[,V..] (e.g. sr=16000)")?;
+    let values = (v.split(','))
+        .map(|x| x.trim().parse::<f64>().map_err(|e| format!("`{x}`: {e}")))
+        .collect::<Result<_, _>>()?;
+    Ok((k.trim().to_owned(), values))
+}
+
 /// Imports, verifies and folds a model; import errors are printed.
 fn load_model(
     path: &Path,
-    dims: &[(String, usize)],
+    options: &compiler::onnx::ImportOptions,
     format: Format,
     times: &mut PassTimes,
 ) -> anyhow::Result<Option<Graph>> {
     let bytes = times
         .time("read", || std::fs::read(path))
         .with_context(|| format!("cannot read {}", path.display()))?;
-    model_from_bytes(bytes, &path.display().to_string(), dims, format, times)
+    model_from_bytes(bytes, &path.display().to_string(), options, format, times)
 }
 
 fn model_from_bytes(
     bytes: Vec<u8>,
     name: &str,
-    dims: &[(String, usize)],
+    options: &compiler::onnx::ImportOptions,
     format: Format,
     times: &mut PassTimes,
 ) -> anyhow::Result<Option<Graph>> {
-    let options = compiler::onnx::ImportOptions {
-        constants: Default::default(),
-        dims: dims.iter().cloned().collect(),
-    };
-    let mut g = match times.time("import", || compiler::onnx::import_owned(bytes, &options)) {
+    let mut g = match times.time("import", || compiler::onnx::import_owned(bytes, options)) {
         Ok(g) => g,
         Err(e) => {
             let unsupported = match &e {
@@ -306,13 +354,23 @@ fn model_from_bytes(
                     .collect(),
                 _ => Vec::new(),
             };
+            let unbound = match &e {
+                compiler::onnx::ImportError::UnboundDims { dims } => (dims.iter())
+                    .map(|d| {
+                        serde_json::json!({
+                            "input": d.input, "index": d.index, "symbol": d.param, "declared": d.declared,
+                        })
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
             report_error(
                 format,
                 name,
                 "import",
                 &e.to_string(),
                 e.help(),
-                serde_json::json!({ "unsupported": unsupported }),
+                serde_json::json!({ "unsupported": unsupported, "unbound": unbound }),
             );
             return Ok(None);
         }
@@ -387,7 +445,8 @@ fn report_lower_error(format: Format, name: &str, target: &str, e: &compiler::lo
 pub fn compile(args: &CompileArgs) -> anyhow::Result<ExitCode> {
     let (t, m) = args.target.resolve()?;
     let mut times = PassTimes::default();
-    let Some(g) = load_model(&args.model, &args.dims, args.format, &mut times)? else {
+    let options = args.inputs.options();
+    let Some(g) = load_model(&args.model, &options, args.format, &mut times)? else {
         return Ok(ExitCode::from(EXIT_ERRORS));
     };
     let started = std::time::Instant::now();
@@ -644,25 +703,51 @@ fn report_text(
 
 /// Reads `input_<i>.pb` for every input and any `output_<i>.pb`.
 fn read_data(dir: &Path, g: &Graph) -> anyhow::Result<(Vec<Tensor>, Option<Vec<Tensor>>)> {
+    let files = read_tensors(dir, "input")?;
     let mut inputs = Vec::new();
-    for i in 0..g.inputs.len() {
-        let p = dir.join(format!("input_{i}.pb"));
-        let (_, t) = compiler::onnx::read_tensor_file(&p)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    for (i, v) in g.inputs.iter().enumerate() {
+        let name = &g.values[v.index()].name;
+        // By name (an input bound with `--input-value` is not in the graph
+        // any more), else by position.
+        let t = (files.iter().find(|(n, _)| n == name))
+            .or_else(|| files.get(i).filter(|(n, _)| n.is_empty()))
+            .map(|(_, t)| t.clone())
+            .ok_or_else(|| {
+                anyhow::anyhow!("{}: no input_N.pb holds input `{name}`", dir.display())
+            })?;
         inputs.push(t);
     }
-    let mut expected = Vec::new();
-    for i in 0..g.outputs.len() {
-        let p = dir.join(format!("output_{i}.pb"));
-        if !p.exists() {
-            break;
-        }
-        let (_, t) = compiler::onnx::read_tensor_file(&p)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        expected.push(t);
-    }
+    let expected: Vec<Tensor> = read_tensors(dir, "output")?
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
     let expected = (expected.len() == g.outputs.len()).then_some(expected);
     Ok((inputs, expected))
+}
+
+/// The tensors of `{kind}_0.pb`, `{kind}_1.pb`, ... in `dir`, with their names.
+fn read_tensors(dir: &Path, kind: &str) -> anyhow::Result<Vec<(String, Tensor)>> {
+    let mut found = Vec::new();
+    loop {
+        let p = dir.join(format!("{kind}_{}.pb", found.len()));
+        if !p.exists() {
+            return Ok(found);
+        }
+        let t = compiler::onnx::read_tensor_file(&p)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        found.push(t);
+    }
+}
+
+/// Shapes the test data gives inputs, where the flags give none: `run
+/// --data` needs no `--input-shape`.
+fn data_shapes(dir: &Path, options: &mut compiler::onnx::ImportOptions) -> anyhow::Result<()> {
+    for (name, t) in read_tensors(dir, "input")? {
+        if !name.is_empty() && !options.values.contains_key(&name) {
+            options.shapes.entry(name).or_insert(t.ty.shape);
+        }
+    }
+    Ok(())
 }
 
 /// The JSON of a run (the fields `tessera run --format json` documents).
@@ -848,9 +933,13 @@ fn finish_run(
 /// `tessera run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let (t, m) = args.target.resolve()?;
+    let mut options = args.inputs.options();
+    if let Some(dir) = &args.data {
+        data_shapes(dir, &mut options)?;
+    }
     let Some(g) = load_model(
         &args.model,
-        &args.dims,
+        &options,
         args.format,
         &mut PassTimes::default(),
     )?
@@ -906,7 +995,7 @@ pub fn demo(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let Some(g) = model_from_bytes(
         DEMO_MODEL.to_vec(),
         "examples/mlp_medium/model.onnx",
-        &[],
+        &Default::default(),
         Format::Human,
         &mut PassTimes::default(),
     )?

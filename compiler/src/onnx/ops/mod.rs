@@ -16,12 +16,13 @@ mod gemm;
 mod quant;
 mod reduce;
 mod shape;
+mod static_eval;
 
 use super::ImportError;
 use super::import::{Importer, is_default_domain};
 use super::node::NodeCx;
 use super::proto::NodeProto;
-use super::tensor::{MAX_ELEMENTS, checked_numel};
+use super::tensor::{MAX_CONSTANT_ELEMENTS, MAX_ELEMENTS, checked_numel};
 use crate::ir::{ElemType, Op, ReduceKind, Tensor, TensorType, Unary, ValueId, infer};
 use constant::constant;
 use conv::{conv, global_pool, pool};
@@ -33,6 +34,7 @@ use gemm::gemm;
 use quant::{dequantize, matmul_integer, qlinear_matmul, quantize};
 use reduce::{batch_norm, layer_norm, reduce, softmax};
 use shape::{concat, expand, flatten, gather, reshape, slice, split, squeeze, transpose};
+use static_eval::{Compare, Logic};
 
 /// The ONNX ops (default domain) the importer claims to support. The
 /// conformance runner (`tests/conformance.rs`) runs ONNX's backend node tests
@@ -41,49 +43,66 @@ use shape::{concat, expand, flatten, gather, reshape, slice, split, squeeze, tra
 pub const SUPPORTED_OPS: &[&str] = &[
     "Abs",
     "Add",
+    "And",
     "AveragePool",
     "BatchNormalization",
     "Cast",
+    "Ceil",
     "Clip",
     "Concat",
     "Constant",
+    "ConstantOfShape",
     "Conv",
     "DequantizeLinear",
     "Div",
+    "Equal",
     "Erf",
     "Exp",
     "Expand",
     "Flatten",
+    "Floor",
+    "Gather",
     "Gelu",
     "Gemm",
-    "Gather",
     "GlobalAveragePool",
     "GlobalMaxPool",
+    "Greater",
+    "GreaterOrEqual",
     "HardSigmoid",
     "HardSwish",
     "Identity",
+    "If",
     "LayerNormalization",
     "LeakyRelu",
+    "Less",
+    "LessOrEqual",
     "Log",
     "MatMul",
     "MatMulInteger",
     "Max",
     "MaxPool",
     "Min",
+    "Mod",
     "Mul",
     "Neg",
+    "Not",
+    "Or",
     "Pow",
     "QLinearMatMul",
     "QuantizeLinear",
+    "Range",
     "Reciprocal",
     "ReduceMax",
     "ReduceMean",
     "ReduceMin",
+    "ReduceProd",
     "ReduceSum",
     "Relu",
     "Reshape",
     "Round",
+    "Shape",
     "Sigmoid",
+    "Size",
     "Slice",
     "Softmax",
     "Split",
@@ -94,6 +113,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Transpose",
     "Unsqueeze",
     "Where",
+    "Xor",
 ];
 
 /// What a node lowered to.
@@ -104,6 +124,8 @@ enum Lowered {
     Alias(ValueId),
     /// One new value per output (absent outputs are `None`).
     Many(Vec<Option<ValueId>>),
+    /// One existing value per output, now also known by its name.
+    Aliases(Vec<Option<ValueId>>),
 }
 
 /// Lowers one node (the `index`-th of the graph) into the graph.
@@ -173,6 +195,24 @@ pub(super) fn lower(
         "DequantizeLinear" => dequantize(imp, &cx),
         "MatMulInteger" => matmul_integer(imp, &cx).map(Lowered::Value),
         "QLinearMatMul" => qlinear_matmul(imp, &cx),
+        "Shape" => static_eval::shape(imp, &cx),
+        "Size" => static_eval::size(imp, &cx),
+        "ConstantOfShape" => static_eval::constant_of_shape(imp, &cx),
+        "Range" => static_eval::range(imp, &cx),
+        "Equal" => static_eval::compare(imp, &cx, Compare::Equal),
+        "Less" => static_eval::compare(imp, &cx, Compare::Less),
+        "LessOrEqual" => static_eval::compare(imp, &cx, Compare::LessOrEqual),
+        "Greater" => static_eval::compare(imp, &cx, Compare::Greater),
+        "GreaterOrEqual" => static_eval::compare(imp, &cx, Compare::GreaterOrEqual),
+        "And" => static_eval::logic(imp, &cx, Logic::And),
+        "Or" => static_eval::logic(imp, &cx, Logic::Or),
+        "Xor" => static_eval::logic(imp, &cx, Logic::Xor),
+        "Not" => static_eval::not(imp, &cx),
+        "Floor" => static_eval::rounding(imp, &cx, false),
+        "Ceil" => static_eval::rounding(imp, &cx, true),
+        "Mod" => static_eval::modulo(imp, &cx),
+        "ReduceProd" => static_eval::reduce_prod(imp, &cx),
+        "If" => static_eval::if_(imp, &cx),
         _ => Err(ImportError::UnsupportedOp {
             node: cx.node.clone(),
             op_type: proto.op_type.clone(),
@@ -183,10 +223,11 @@ pub(super) fn lower(
 }
 
 fn bind_output(imp: &mut Importer, cx: &NodeCx, lowered: Lowered) -> Result<(), ImportError> {
-    if let Lowered::Many(vs) = lowered {
+    if let Lowered::Many(vs) | Lowered::Aliases(vs) = &lowered {
+        let rename = matches!(lowered, Lowered::Many(_));
         for (name, v) in cx.proto.output.iter().zip(vs) {
             if let Some(v) = v.filter(|_| !name.is_empty()) {
-                imp.bind(name, v, true)?;
+                imp.bind(name, v, rename)?;
             }
         }
         return Ok(());
@@ -195,7 +236,7 @@ fn bind_output(imp: &mut Importer, cx: &NodeCx, lowered: Lowered) -> Result<(), 
         return Ok(()); // an unnamed result nothing can read
     };
     match lowered {
-        Lowered::Many(_) => Ok(()),
+        Lowered::Many(_) | Lowered::Aliases(_) => Ok(()),
         Lowered::Value(v) => imp.bind(name, v, true),
         Lowered::Alias(v) => imp.bind(name, v, false),
     }
@@ -271,6 +312,9 @@ fn add(
     } else {
         format!("{}/{step}", cx.name)
     };
+    if let Some(v) = fold(imp, &name, &op, &inputs, &out) {
+        return Ok(v);
+    }
     let outputs = imp
         .g
         .add_node(name, op.clone(), inputs)
@@ -279,6 +323,32 @@ fn add(
         .first()
         .copied()
         .ok_or_else(|| op_err(cx, &op, "the op gives no result"))
+}
+
+/// The result of `op` as a constant when its inputs are all constants and it
+/// evaluates (to the inferred type): shape computations fold as they are
+/// imported, so that what reads them (`Reshape`'s shape, `Slice`'s bounds)
+/// sees constants. A node that fails to evaluate (an integer division by
+/// zero) is kept, so the error surfaces when the graph runs.
+fn fold(
+    imp: &mut Importer,
+    name: &str,
+    op: &Op,
+    inputs: &[ValueId],
+    out: &[TensorType],
+) -> Option<ValueId> {
+    if out.iter().any(|t| t.numel() > MAX_CONSTANT_ELEMENTS) {
+        return None;
+    }
+    let args: Vec<&Tensor> = inputs
+        .iter()
+        .map(|v| imp.g.constants.get(v))
+        .collect::<Option<_>>()?;
+    let mut results = crate::interp::eval_node(op, &args).ok()?;
+    if results.len() != 1 || out.len() != 1 || results[0].ty != out[0] {
+        return None;
+    }
+    Some(imp.g.add_constant(name, results.remove(0)))
 }
 
 /// A shape error, naming the IR op when it is a part of a decomposed ONNX op.

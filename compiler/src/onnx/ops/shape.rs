@@ -6,7 +6,7 @@ use crate::ir::{Op, Tensor, TensorType, ValueId};
 use crate::onnx::ImportError;
 use crate::onnx::import::Importer;
 use crate::onnx::node::NodeCx;
-use crate::onnx::tensor::{MAX_ELEMENTS, checked_numel};
+use crate::onnx::tensor::{MAX_CONSTANT_ELEMENTS, checked_numel};
 
 /// `Reshape` with a constant shape: `0` copies the input dimension (unless
 /// `allowzero`), `-1` is inferred.
@@ -77,7 +77,7 @@ pub(super) fn expand(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportE
         .collect::<Result<_, _>>()?;
     let elem = imp.g.ty(x).elem;
     let n = checked_numel(&dims)
-        .filter(|n| *n <= MAX_ELEMENTS)
+        .filter(|n| *n <= MAX_CONSTANT_ELEMENTS)
         .ok_or_else(|| cx.shape_err(format!("shape {spec:?} is too large")))?;
     let zeros = imp.g.add_constant(
         format!("{}/zeros", cx.name),
