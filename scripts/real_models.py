@@ -339,7 +339,8 @@ def make_input(spec, shape, dtype, rng):
             x[row][2 * half - n :] = content
     else:
         raise ValueError(f"unknown input kind {kind}")
-    return np.ascontiguousarray(np.asarray(x).astype(dtype))
+    # (np.ascontiguousarray would make a scalar 1-D.)
+    return np.array(np.asarray(x).astype(dtype), order="C")
 
 
 # ---------------------------------------------------------------- the wheel
@@ -541,7 +542,7 @@ def write_model(m, size, cache, out, checked):
         t = numpy_helper.from_array(data[vi.name], vi.name)
         (d / "test_data_set_0" / f"input_{j}.pb").write_bytes(t.SerializeToString(deterministic=True))
     for j, (name, v) in enumerate(zip(names, outs)):
-        t = numpy_helper.from_array(np.ascontiguousarray(v), name)
+        t = numpy_helper.from_array(np.array(v, order="C"), name)
         (d / "test_data_set_0" / f"output_{j}.pb").write_bytes(t.SerializeToString(deterministic=True))
 
     c = census(model)

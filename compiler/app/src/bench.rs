@@ -73,6 +73,13 @@ pub enum Source {
     /// An ONNX model file; its inputs are `test_data_set_0/input_<i>.pb`
     /// beside it when present, seeded random otherwise.
     Onnx(PathBuf),
+    /// A real exported model (`scripts/real_models.py`): a folder with
+    /// `model.onnx` and `test_data_set_0/` holding its inputs and
+    /// onnxruntime's outputs. The inputs' shapes come from the data; an
+    /// input the compiler needs when compiling (a sample rate an `If`
+    /// tests) is bound to its test value, as a deployment fixes it; the
+    /// outputs are checked against onnxruntime's as well as the interpreter's.
+    Real(PathBuf),
 }
 
 /// One workload of the suite.
@@ -91,6 +98,11 @@ pub struct Loaded {
     pub graph: Graph,
     /// One tensor per graph input.
     pub inputs: Vec<Tensor>,
+    /// Outputs to check against besides the interpreter's (onnxruntime's,
+    /// for a real model).
+    pub expected: Option<Vec<Tensor>>,
+    /// Inputs bound to their test values when compiling.
+    pub bound: Vec<String>,
 }
 
 impl Workload {
@@ -127,7 +139,7 @@ impl Workload {
     pub fn macs(&self) -> Option<u64> {
         match &self.source {
             Source::Gemm { m, k, n } => Some((*m as u64) * (*k as u64) * (*n as u64)),
-            Source::Onnx(_) => None,
+            Source::Onnx(_) | Source::Real(_) => None,
         }
     }
 
@@ -138,6 +150,7 @@ impl Workload {
                 format!("synthetic: MatMul [{m},{k}] x constant [{k},{n}], f32")
             }
             Source::Onnx(p) => p.display().to_string(),
+            Source::Real(p) => format!("{} (against onnxruntime)", p.join("model.onnx").display()),
         }
     }
 
@@ -147,9 +160,15 @@ impl Workload {
             Source::Gemm { m, k, n } => {
                 let graph = gemm_graph(*m, *k, *n);
                 let inputs = run::random_inputs(&graph, 1);
-                Ok(Loaded { graph, inputs })
+                Ok(Loaded {
+                    graph,
+                    inputs,
+                    expected: None,
+                    bound: Vec::new(),
+                })
             }
             Source::Onnx(path) => load_onnx(path),
+            Source::Real(dir) => load_real(dir),
         }
     }
 }
@@ -178,7 +197,94 @@ fn load_onnx(path: &Path) -> Result<Loaded, String> {
         })
         .collect();
     let inputs = stored.unwrap_or_else(|| run::random_inputs(&graph, 1));
-    Ok(Loaded { graph, inputs })
+    Ok(Loaded {
+        graph,
+        inputs,
+        expected: None,
+        bound: Vec::new(),
+    })
+}
+
+/// The tensors `{kind}_0.pb`, `{kind}_1.pb`, ... of a test-data folder.
+fn read_tensors(dir: &Path, kind: &str) -> Result<Vec<(String, Tensor)>, String> {
+    let mut found = Vec::new();
+    loop {
+        let p = dir.join(format!("{kind}_{}.pb", found.len()));
+        if !p.exists() {
+            return Ok(found);
+        }
+        found.push(
+            compiler::onnx::read_tensor_file(&p).map_err(|e| format!("{}: {e}", p.display()))?,
+        );
+    }
+}
+
+/// Loads a real model's case (see [`Source::Real`]).
+fn load_real(dir: &Path) -> Result<Loaded, String> {
+    let path = dir.join("model.onnx");
+    let data = dir.join("test_data_set_0");
+    let given = read_tensors(&data, "input")?;
+    let mut options = compiler::onnx::ImportOptions {
+        shapes: (given.iter())
+            .map(|(n, t)| (n.clone(), t.ty.shape.clone()))
+            .collect(),
+        ..Default::default()
+    };
+    let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut bound = Vec::new();
+    let mut graph = loop {
+        match compiler::onnx::import_with(&bytes, &options) {
+            Ok(g) => break g,
+            Err(
+                compiler::onnx::ImportError::NotConstant { value, .. }
+                | compiler::onnx::ImportError::NotStatic { value, .. },
+            ) if !bound.contains(&value) && given.iter().any(|(n, _)| *n == value) => {
+                let (_, t) = (given.iter().find(|(n, _)| *n == value))
+                    .ok_or_else(|| format!("no test value for `{value}`"))?;
+                options.shapes.remove(&value);
+                options.constants.insert(value.clone(), t.clone());
+                bound.push(value);
+            }
+            Err(e) => return Err(format!("import: {e}")),
+        }
+    };
+    compiler::interp::fold_constants(&mut graph);
+    compiler::ir::verify(&graph).map_err(|e| format!("IR verifier: {}", e.join("; ")))?;
+    let inputs = (graph.inputs.iter())
+        .map(|v| {
+            let name = &graph.values[v.index()].name;
+            (given.iter().find(|(n, _)| n == name))
+                .map(|(_, t)| t.clone())
+                .ok_or_else(|| format!("no test value for input `{name}`"))
+        })
+        .collect::<Result<_, _>>()?;
+    let expected: Vec<Tensor> = read_tensors(&data, "output")?
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    let expected = (expected.len() == graph.outputs.len()).then_some(expected);
+    Ok(Loaded {
+        graph,
+        inputs,
+        expected,
+        bound,
+    })
+}
+
+/// The real-model cases of a folder `scripts/real_models.py` wrote: every
+/// `*/model.onnx` with a `test_data_set_0/` beside it, sorted by name.
+pub fn real_models(dir: &Path) -> Vec<Workload> {
+    example_models(dir)
+        .into_iter()
+        .filter_map(|p| {
+            let case = p.parent()?.to_path_buf();
+            let name = case.file_name()?.to_string_lossy().into_owned();
+            case.join("test_data_set_0").is_dir().then(|| Workload {
+                name,
+                source: Source::Real(case),
+            })
+        })
+        .collect()
 }
 
 /// The examples folder: `examples/` in `start` or the nearest of its
@@ -403,7 +509,11 @@ pub fn run_pair(
         let c = compiled;
         c.program
     };
-    let run = match run::run_with(t, m, &w.graph, &w.inputs, None, opts) {
+    if !w.bound.is_empty() {
+        r.notes
+            .push(format!("bound when compiling: {}", w.bound.join(", ")));
+    }
+    let run = match run::run_with(t, m, &w.graph, &w.inputs, w.expected.as_deref(), opts) {
         Ok(run) => run,
         Err(RunError::Lower(e)) => {
             r.status = Status::Refused;
@@ -616,9 +726,23 @@ pub fn run_suite(
                 continue;
             }
             if loaded.is_none() {
-                loaded = Some(w.load()?);
+                loaded = Some(match (w.load(), &w.source) {
+                    (Ok(l), _) => Ok(l),
+                    // A real model the importer refuses is a result, on every target.
+                    (Err(e), Source::Real(_)) => Err(e),
+                    (Err(e), _) => return Err(e),
+                });
             }
-            let Some(l) = &loaded else { continue };
+            let l = match &loaded {
+                Some(Ok(l)) => l,
+                Some(Err(e)) => {
+                    let mut r = PairResult::empty(&w.name, t.name(), Status::Refused);
+                    r.error = Some(e.clone());
+                    results.push(r);
+                    continue;
+                }
+                None => continue,
+            };
             results.push(run_pair(
                 t,
                 &w.name,

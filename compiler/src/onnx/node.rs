@@ -150,6 +150,17 @@ impl<'n> NodeCx<'n> {
             .map(|a| a.ints.as_slice()))
     }
 
+    /// A string list attribute (UTF-8), if present.
+    pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>, ImportError> {
+        let Some(a) = self.attr(name, AttributeType::Strings)? else {
+            return Ok(None);
+        };
+        (a.strings.iter())
+            .map(|b| String::from_utf8(b.clone()).map_err(|_| self.attr_err(name, "is not UTF-8")))
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
+
     /// A float list attribute, if present.
     pub fn floats(&self, name: &str) -> Result<Option<&'n [f32]>, ImportError> {
         Ok(self

@@ -20,9 +20,26 @@ pub enum SizeArg {
     Full,
 }
 
+/// Which suite (`--suite`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum SuiteArg {
+    /// The bundled examples and synthetic GEMMs (performance regressions).
+    #[default]
+    Examples,
+    /// Real exported models (`scripts/real_models.py` writes them into
+    /// `--real-dir`), checked against onnxruntime's outputs.
+    Real,
+}
+
 /// Arguments of `tessera bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// The suite to run.
+    #[arg(long, value_enum, default_value_t)]
+    suite: SuiteArg,
+    /// Where the real models are (with `--suite real`).
+    #[arg(long, value_name = "DIR", default_value = "target/real-models")]
+    real_dir: PathBuf,
     /// The set of workloads.
     #[arg(long, value_enum, default_value_t)]
     size: SizeArg,
@@ -120,7 +137,20 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             anyhow::bail!("{}: no such model file", m.display());
         }
     }
-    let all = bench::workloads(size, examples.as_deref(), &args.models);
+    let all = match args.suite {
+        SuiteArg::Examples => bench::workloads(size, examples.as_deref(), &args.models),
+        SuiteArg::Real => {
+            let v = bench::real_models(&args.real_dir);
+            if v.is_empty() {
+                anyhow::bail!(
+                    "{}: no real models (write them with `python3 scripts/real_models.py {}`)",
+                    args.real_dir.display(),
+                    args.real_dir.display()
+                );
+            }
+            v
+        }
+    };
     let workloads: Vec<Workload> = all
         .into_iter()
         .filter(|w| {

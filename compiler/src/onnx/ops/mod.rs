@@ -5,7 +5,9 @@
 //!
 //! By family: `elementwise`, `gemm`, `shape` (shapes and layouts), `constant`,
 //! `reduce` (reductions and normalisations), `conv` (convolution and
-//! pooling) and `quant` (quantisation). Here: the claimed ops, the dispatch
+//! pooling), `quant` (quantisation), `rnn` (the recurrent ops, unrolled)
+//! and `static_eval` (the ops evaluated when compiling: shape arithmetic).
+//! Here: the claimed ops, the dispatch
 //! on the op type, and what every op's lowering uses (its inputs, its
 //! arity, adding IR nodes, axes and constant integer inputs).
 
@@ -15,6 +17,7 @@ mod elementwise;
 mod gemm;
 mod quant;
 mod reduce;
+mod rnn;
 mod shape;
 mod static_eval;
 
@@ -61,6 +64,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Expand",
     "Flatten",
     "Floor",
+    "GRU",
     "Gather",
     "Gelu",
     "Gemm",
@@ -72,6 +76,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "HardSwish",
     "Identity",
     "If",
+    "LSTM",
     "LayerNormalization",
     "LeakyRelu",
     "Less",
@@ -90,6 +95,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Pow",
     "QLinearMatMul",
     "QuantizeLinear",
+    "RNN",
     "Range",
     "Reciprocal",
     "ReduceMax",
@@ -213,6 +219,9 @@ pub(super) fn lower(
         "Mod" => static_eval::modulo(imp, &cx),
         "ReduceProd" => static_eval::reduce_prod(imp, &cx),
         "If" => static_eval::if_(imp, &cx),
+        "RNN" => rnn::recurrent(imp, &cx, rnn::Cell::Rnn),
+        "GRU" => rnn::recurrent(imp, &cx, rnn::Cell::Gru),
+        "LSTM" => rnn::recurrent(imp, &cx, rnn::Cell::Lstm),
         _ => Err(ImportError::UnsupportedOp {
             node: cx.node.clone(),
             op_type: proto.op_type.clone(),

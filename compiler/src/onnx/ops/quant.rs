@@ -56,6 +56,22 @@ fn per_axis(
     ))
 }
 
+/// The axis of a per-axis scale: the `axis` attribute (default 1), checked
+/// against the rank only when the scale has more than one element (ONNX
+/// ignores it for a per-tensor scale, and exporters leave it at 1 on 1-D
+/// tensors).
+fn quant_axis(
+    imp: &Importer,
+    cx: &NodeCx,
+    scale: ValueId,
+    rank: usize,
+) -> Result<usize, ImportError> {
+    if imp.g.ty(scale).numel() <= 1 {
+        return Ok(0);
+    }
+    axis_of(cx, "axis", cx.int("axis", 1)?, rank.max(1))
+}
+
 /// `QuantizeLinear`: `saturate(round(x / scale) + zero_point)` in the zero
 /// point's type (uint8 without one), per tensor or along `axis`.
 pub(super) fn quantize(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
@@ -77,7 +93,7 @@ pub(super) fn quantize(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, Impor
             ))
         })?;
     let rank = ty.shape.len();
-    let axis = axis_of(cx, "axis", cx.int("axis", 1)?, rank.max(1))?;
+    let axis = quant_axis(imp, cx, s, rank)?;
     let sv = per_axis(imp, cx, s, axis, rank, ty.elem, "scale")?;
     let mut q = add(imp, cx, "scaled", Op::Div, vec![x, sv])?;
     q = add(imp, cx, "rounded", Op::Unary(Unary::Round), vec![q])?;
@@ -109,7 +125,7 @@ pub(super) fn dequantize(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, Imp
     }
     let f = imp.g.ty(s).elem;
     let rank = ty.shape.len();
-    let axis = axis_of(cx, "axis", cx.int("axis", 1)?, rank.max(1))?;
+    let axis = quant_axis(imp, cx, s, rank)?;
     let mut y = add(imp, cx, "float", Op::Cast { to: f }, vec![x])?;
     if let Some(z) = zp {
         let zf = per_axis(imp, cx, z, axis, rank, f, "zero_point")?;
