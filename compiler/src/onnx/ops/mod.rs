@@ -26,8 +26,8 @@ use crate::ir::{ElemType, Op, ReduceKind, Tensor, TensorType, Unary, ValueId, in
 use constant::constant;
 use conv::{conv, global_pool, pool};
 use elementwise::{
-    binary, cast, clip, gelu, hard_sigmoid, hard_swish, identity, leaky_relu, pow, relu, unary,
-    variadic, where_,
+    ExpUnit, binary, cast, clip, exp_unit, gelu, hard_sigmoid, hard_swish, identity, leaky_relu,
+    mish, pow, prelu, relu, softplus, softsign, swish, unary, variadic, where_,
 };
 use gemm::gemm;
 use quant::{dequantize, matmul_integer, qlinear_matmul, quantize};
@@ -44,19 +44,21 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "AveragePool",
     "BatchNormalization",
     "Cast",
+    "Celu",
     "Clip",
     "Concat",
     "Constant",
     "Conv",
     "DequantizeLinear",
     "Div",
+    "Elu",
     "Erf",
     "Exp",
     "Expand",
     "Flatten",
+    "Gather",
     "Gelu",
     "Gemm",
-    "Gather",
     "GlobalAveragePool",
     "GlobalMaxPool",
     "HardSigmoid",
@@ -70,8 +72,10 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Max",
     "MaxPool",
     "Min",
+    "Mish",
     "Mul",
     "Neg",
+    "PRelu",
     "Pow",
     "QLinearMatMul",
     "QuantizeLinear",
@@ -83,13 +87,17 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Relu",
     "Reshape",
     "Round",
+    "Selu",
     "Sigmoid",
     "Slice",
     "Softmax",
+    "Softplus",
+    "Softsign",
     "Split",
     "Sqrt",
     "Squeeze",
     "Sub",
+    "Swish",
     "Tanh",
     "Transpose",
     "Unsqueeze",
@@ -128,6 +136,14 @@ pub(super) fn lower(
         "Div" => binary(imp, &cx, Op::Div),
         "Relu" => relu(imp, &cx),
         "LeakyRelu" => leaky_relu(imp, &cx),
+        "PRelu" => prelu(imp, &cx),
+        "Elu" => exp_unit(imp, &cx, ExpUnit::Elu),
+        "Selu" => exp_unit(imp, &cx, ExpUnit::Selu),
+        "Celu" => exp_unit(imp, &cx, ExpUnit::Celu),
+        "Softplus" => softplus(imp, &cx),
+        "Softsign" => softsign(imp, &cx),
+        "Mish" => mish(imp, &cx),
+        "Swish" => swish(imp, &cx),
         "Clip" => clip(imp, &cx),
         "HardSigmoid" => hard_sigmoid(imp, &cx),
         "HardSwish" => hard_swish(imp, &cx),
@@ -326,4 +342,70 @@ fn axis_of(cx: &NodeCx, what: &str, a: i64, rank: usize) -> Result<usize, Import
         .ok()
         .filter(|x| *x < rank)
         .ok_or_else(|| cx.attr_err(what, format!("{a} is out of range for rank {rank}")))
+}
+
+/// Importing and running one node in the op families' tests.
+#[cfg(test)]
+mod testing {
+    use crate::ir::{ElemType, Tensor, TensorType};
+    use crate::onnx::proto::tensor_proto::DataType;
+    use crate::onnx::proto::{GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+    use crate::onnx::{ImportOptions, import_model};
+
+    /// Imports a model of `node` at `opset`, whose one graph input is `x`
+    /// (float, of shape `dims`), its other inputs `inits`, its output `y`.
+    pub fn import(
+        node: NodeProto,
+        opset: i64,
+        dims: &[i64],
+        inits: Vec<TensorProto>,
+    ) -> Result<crate::ir::Graph, String> {
+        let graph = GraphProto {
+            node: vec![node],
+            name: "test".to_owned(),
+            initializer: inits,
+            input: vec![ValueInfoProto::tensor("x", DataType::Float, dims)],
+            output: vec![ValueInfoProto {
+                name: "y".to_owned(),
+                ..ValueInfoProto::default()
+            }],
+            ..GraphProto::default()
+        };
+        let model = ModelProto::with_graph(graph, opset);
+        import_model(&model, &ImportOptions::default()).map_err(|e| e.to_string())
+    }
+
+    /// [`import`], then runs the graph on the interpreter with `x`: the
+    /// output's shape and values.
+    pub fn run(
+        node: NodeProto,
+        opset: i64,
+        (dims, x): (&[i64], &[f32]),
+        inits: Vec<TensorProto>,
+    ) -> (Vec<usize>, Vec<f64>) {
+        let g = import(node, opset, dims, inits).unwrap_or_else(|e| panic!("import: {e}"));
+        crate::ir::verify(&g).unwrap_or_else(|e| panic!("verify: {e:?}"));
+        let ty = TensorType {
+            elem: ElemType::F32,
+            shape: dims.iter().map(|d| *d as usize).collect(),
+        };
+        let input = Tensor::new(ty, x.iter().map(|v| f64::from(*v)).collect());
+        let out = crate::interp::run(&g, &[input]).unwrap_or_else(|e| panic!("interp: {e}"));
+        (out[0].ty.shape.clone(), out[0].data.to_vec())
+    }
+
+    /// Whether `got` is `want` within `tol`, element by element.
+    pub fn close(got: &[f64], want: &[f64], tol: f64) -> bool {
+        got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g - w).abs() <= tol)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SUPPORTED_OPS;
+
+    #[test]
+    fn the_claimed_ops_are_sorted_and_distinct() {
+        assert!(SUPPORTED_OPS.windows(2).all(|w| w[0] < w[1]));
+    }
 }
