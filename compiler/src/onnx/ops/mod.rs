@@ -31,7 +31,7 @@ use elementwise::{
 };
 use gemm::gemm;
 use quant::{dequantize, matmul_integer, qlinear_matmul, quantize};
-use reduce::{batch_norm, layer_norm, reduce, softmax};
+use reduce::{batch_norm, group_norm, instance_norm, layer_norm, log_softmax, reduce, softmax};
 use shape::{concat, expand, flatten, gather, reshape, slice, split, squeeze, transpose};
 
 /// The ONNX ops (default domain) the importer claims to support. The
@@ -61,12 +61,15 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Gemm",
     "GlobalAveragePool",
     "GlobalMaxPool",
+    "GroupNormalization",
     "HardSigmoid",
     "HardSwish",
     "Identity",
+    "InstanceNormalization",
     "LayerNormalization",
     "LeakyRelu",
     "Log",
+    "LogSoftmax",
     "MatMul",
     "MatMulInteger",
     "Max",
@@ -173,7 +176,10 @@ pub(super) fn lower(
         "ReduceMax" => reduce(imp, &cx, ReduceKind::Max),
         "ReduceMin" => reduce(imp, &cx, ReduceKind::Min),
         "Softmax" => softmax(imp, &cx),
+        "LogSoftmax" => log_softmax(imp, &cx),
         "LayerNormalization" => layer_norm(imp, &cx),
+        "InstanceNormalization" => instance_norm(imp, &cx),
+        "GroupNormalization" => group_norm(imp, &cx),
         "Slice" => slice(imp, &cx),
         "Split" => split(imp, &cx),
         "Concat" => concat(imp, &cx),
