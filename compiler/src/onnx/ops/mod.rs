@@ -13,6 +13,7 @@ mod constant;
 mod conv;
 mod elementwise;
 mod gemm;
+mod pad;
 mod quant;
 mod reduce;
 mod shape;
@@ -30,6 +31,7 @@ use elementwise::{
     mish, pow, prelu, relu, softplus, softsign, swish, unary, variadic, where_,
 };
 use gemm::gemm;
+use pad::pad;
 use quant::{dequantize, matmul_integer, qlinear_matmul, quantize};
 use reduce::{batch_norm, group_norm, instance_norm, layer_norm, log_softmax, reduce, softmax};
 use shape::{concat, expand, flatten, gather, reshape, slice, split, squeeze, transpose};
@@ -79,6 +81,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Mul",
     "Neg",
     "PRelu",
+    "Pad",
     "Pow",
     "QLinearMatMul",
     "QuantizeLinear",
@@ -183,6 +186,7 @@ pub(super) fn lower(
         "Slice" => slice(imp, &cx),
         "Split" => split(imp, &cx),
         "Concat" => concat(imp, &cx),
+        "Pad" => pad(imp, &cx),
         "Where" => where_(imp, &cx),
         "Gather" => gather(imp, &cx),
         "Conv" => conv(imp, &cx),
@@ -338,6 +342,70 @@ fn constant_ints(imp: &Importer, cx: &NodeCx, v: ValueId) -> Result<Vec<i64>, Im
         return Err(cx.shape_err(format!("`{name}` must be a 1-D int64 tensor, it is {ty}")));
     }
     Ok(t.data.iter().map(|x| *x as i64).collect())
+}
+
+/// The constant value of `v`, or an error naming it as not constant.
+fn constant_of<'a>(imp: &'a Importer, cx: &NodeCx, v: ValueId) -> Result<&'a Tensor, ImportError> {
+    imp.g
+        .constants
+        .get(&v)
+        .ok_or_else(|| ImportError::NotConstant {
+            node: cx.node.clone(),
+            op_type: cx.op_type(),
+            value: imp.g.values[v.index()].name.clone(),
+        })
+}
+
+/// A constant of type `elem` and `shape` holding `data` (row-major), named
+/// after the node and `what`.
+fn constant_tensor(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    what: &str,
+    elem: ElemType,
+    shape: Vec<usize>,
+    data: Vec<f64>,
+) -> ValueId {
+    let t = Tensor::new(TensorType { elem, shape }, data);
+    imp.g.add_constant(format!("{}/{what}", cx.name), t)
+}
+
+/// `x` along `axis` at constant `indices` (each in range): a `Slice` when
+/// they are one increasing run, else a `Gather`.
+fn gather_at(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    step: &str,
+    x: ValueId,
+    axis: usize,
+    indices: &[i64],
+) -> Result<ValueId, ImportError> {
+    let shape = imp.g.ty(x).shape.clone();
+    let run = indices.windows(2).all(|w| w[1] == w[0] + 1);
+    if run {
+        let first = indices.first().copied().unwrap_or(0);
+        let mut starts = vec![0; shape.len()];
+        let mut ends: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
+        (starts[axis], ends[axis]) = (first, first + indices.len() as i64);
+        let steps = vec![1; shape.len()];
+        let op = Op::Slice {
+            starts,
+            ends,
+            steps,
+        };
+        return add(imp, cx, step, op, vec![x]);
+    }
+    let data = indices.iter().map(|i| *i as f64).collect();
+    let shape = vec![indices.len()];
+    let at = constant_tensor(
+        imp,
+        cx,
+        &format!("{step}_indices"),
+        ElemType::I64,
+        shape,
+        data,
+    );
+    add(imp, cx, step, Op::Gather { axis }, vec![x, at])
 }
 
 /// An axis in `-rank..rank`, resolved.
