@@ -16,6 +16,7 @@ mod gemm;
 mod pad;
 mod quant;
 mod reduce;
+mod resize;
 mod shape;
 
 use super::ImportError;
@@ -34,6 +35,7 @@ use gemm::gemm;
 use pad::pad;
 use quant::{dequantize, matmul_integer, qlinear_matmul, quantize};
 use reduce::{batch_norm, group_norm, instance_norm, layer_norm, log_softmax, reduce, softmax};
+use resize::resize;
 use shape::{concat, expand, flatten, gather, reshape, slice, split, squeeze, transpose};
 
 /// The ONNX ops (default domain) the importer claims to support. The
@@ -92,6 +94,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ReduceSum",
     "Relu",
     "Reshape",
+    "Resize",
     "Round",
     "Selu",
     "Sigmoid",
@@ -187,6 +190,7 @@ pub(super) fn lower(
         "Split" => split(imp, &cx),
         "Concat" => concat(imp, &cx),
         "Pad" => pad(imp, &cx),
+        "Resize" => resize(imp, &cx),
         "Where" => where_(imp, &cx),
         "Gather" => gather(imp, &cx),
         "Conv" => conv(imp, &cx),
