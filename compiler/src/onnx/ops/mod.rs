@@ -26,7 +26,7 @@ use super::proto::NodeProto;
 use super::tensor::{MAX_ELEMENTS, checked_numel};
 use crate::ir::{ElemType, Op, ReduceKind, Tensor, TensorType, Unary, ValueId, infer};
 use constant::constant;
-use conv::{conv, global_pool, pool};
+use conv::{conv, conv_transpose, global_pool, pool};
 use elementwise::{
     ExpUnit, binary, cast, clip, exp_unit, gelu, hard_sigmoid, hard_swish, identity, leaky_relu,
     mish, pow, prelu, relu, softplus, softsign, swish, unary, variadic, where_,
@@ -53,6 +53,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Concat",
     "Constant",
     "Conv",
+    "ConvTranspose",
     "DequantizeLinear",
     "Div",
     "Elu",
@@ -194,6 +195,7 @@ pub(super) fn lower(
         "Where" => where_(imp, &cx),
         "Gather" => gather(imp, &cx),
         "Conv" => conv(imp, &cx),
+        "ConvTranspose" => conv_transpose(imp, &cx),
         "MaxPool" => pool(imp, &cx, true),
         "AveragePool" => pool(imp, &cx, false),
         "GlobalAveragePool" => global_pool(imp, &cx, ReduceKind::Mean),
