@@ -11,6 +11,7 @@
 
 mod constant;
 mod conv;
+mod einsum;
 mod elementwise;
 mod gemm;
 mod pad;
@@ -27,6 +28,7 @@ use super::tensor::{MAX_ELEMENTS, checked_numel};
 use crate::ir::{ElemType, Op, ReduceKind, Tensor, TensorType, Unary, ValueId, infer};
 use constant::constant;
 use conv::{conv, conv_transpose, global_pool, pool};
+use einsum::einsum;
 use elementwise::{
     ExpUnit, binary, cast, clip, exp_unit, gelu, hard_sigmoid, hard_swish, identity, leaky_relu,
     mish, pow, prelu, relu, softplus, softsign, swish, unary, variadic, where_,
@@ -56,6 +58,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ConvTranspose",
     "DequantizeLinear",
     "Div",
+    "Einsum",
     "Elu",
     "Erf",
     "Exp",
@@ -170,6 +173,7 @@ pub(super) fn lower(
         }
         "Identity" => identity(imp, &cx),
         "Gemm" => gemm(imp, &cx),
+        "Einsum" => einsum(imp, &cx),
         "Reshape" => reshape(imp, &cx),
         "Flatten" => flatten(imp, &cx),
         "Unsqueeze" => squeeze(imp, &cx, true),
