@@ -3,11 +3,14 @@
 //! is a constant, `Identity` an alias unless it names a graph output). Shapes
 //! and element types are inferred as the nodes are added.
 //!
-//! By family: `elementwise`, `gemm`, `shape` (shapes and layouts), `constant`,
-//! `reduce` (reductions and normalisations), `conv` (convolution and
-//! pooling) and `quant` (quantisation). Here: the claimed ops, the dispatch
-//! on the op type, and what every op's lowering uses (its inputs, its
-//! arity, adding IR nodes, axes and constant integer inputs).
+//! By family: `elementwise` (with the activations), `gemm`, `einsum`,
+//! `shape` (shapes and layouts), `pad`, `resize`, `constant`, `reduce`
+//! (reductions and normalisations), `conv` (convolution, transposed
+//! convolution and pooling) and `quant` (quantisation). Every op is
+//! decomposed into the IR's ops, none needs one of its own. Here: the
+//! claimed ops, the dispatch on the op type, and what every op's lowering
+//! uses (its inputs, its arity, adding IR nodes, constants, axes, constant
+//! integer inputs and gathers at constant indices).
 
 mod constant;
 mod conv;
