@@ -93,7 +93,7 @@ ALIASES = {
     "MeanVarianceNormalization": ["mvn"],
     "Momentum": ["nesterov_momentum"],
     "NegativeLogLikelihoodLoss": ["nllloss"],
-    "Pad": ["edge_pad", "reflect_pad", "wrap_pad"],
+    "Pad": ["constant_pad", "edge_pad", "reflect_pad", "wrap_pad"],
     "RNN": ["simple_rnn"],
     "SoftmaxCrossEntropyLoss": ["sce"],
     "Trilu": ["tril", "triu"],

@@ -279,7 +279,8 @@ pub fn real_models(dir: &Path) -> Vec<Workload> {
         .filter_map(|p| {
             let case = p.parent()?.to_path_buf();
             let name = case.file_name()?.to_string_lossy().into_owned();
-            case.join("test_data_set_0").is_dir().then(|| Workload {
+            let has_data = case.join("test_data_set_0").is_dir();
+            has_data.then_some(Workload {
                 name,
                 source: Source::Real(case),
             })

@@ -840,7 +840,7 @@ fn model_errors_carry_their_help_and_are_json_under_format_json() {
     let graph = GraphProto {
         node: vec![
             NodeProto::new("Hardmax", "hs1", &["x"], &["h"]),
-            NodeProto::new("Resize", "up", &["h"], &["r"]),
+            NodeProto::new("StringNormalizer", "up", &["h"], &["r"]),
             NodeProto::new("Hardmax", "hs2", &["r"], &["y"]),
         ],
         name: "g".to_owned(),
@@ -876,7 +876,7 @@ fn model_errors_carry_their_help_and_are_json_under_format_json() {
         .iter()
         .map(|g| g["op"].as_str().expect("op"))
         .collect();
-    assert_eq!(ops, ["Hardmax", "Resize"]);
+    assert_eq!(ops, ["Hardmax", "StringNormalizer"]);
     assert_eq!(e["unsupported"][0]["nodes"][1]["name"], "hs2");
     assert!(
         e["help"]

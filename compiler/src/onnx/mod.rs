@@ -9,9 +9,12 @@
 //! Values keep their ONNX names. The ops are [`SUPPORTED_OPS`]; many are
 //! canonicalised: Gemm into Transpose, MatMul, Mul and Add; Pow with a
 //! constant exponent into products, Sqrt, Reciprocal or Exp(Log · p); Gelu,
-//! Softmax, LayerNormalization and BatchNormalization into their formulas;
-//! Split into Slices; Squeeze, Unsqueeze and Flatten into Reshape; Expand
-//! into an add of zeros; the quantised ops into exact integer and float
+//! the other activations, Softmax, LogSoftmax and the normalisations into
+//! their formulas; Split into Slices; Squeeze, Unsqueeze and Flatten into
+//! Reshape; Expand into an add of zeros; Pad and Resize into Gathers at
+//! constant indices (and weighted sums); ConvTranspose into a Conv; Einsum
+//! into Transposes, Reshapes and a MatMul; RNN, GRU and LSTM unrolled over
+//! their sequence; the quantised ops into exact integer and float
 //! arithmetic. Whatever is computed from constants and shapes (`Shape`,
 //! `ConstantOfShape`, `Range`, comparisons, `If` on a known condition, and
 //! any op whose inputs are all constants) is evaluated as it is imported, so

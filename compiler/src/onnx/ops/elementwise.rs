@@ -1,7 +1,9 @@
 //! The element-wise ops: the binary arithmetic ops (and `MatMul`, which
 //! takes the same shape of node), `Max` / `Min` of any number of inputs,
-//! `Pow`, `Gelu`, the unary ops, `Relu`, `LeakyRelu`, `HardSigmoid`,
-//! `HardSwish`, `Identity`, `Cast` and `Where`.
+//! `Pow`, `Gelu`, the unary ops, `Relu`, `LeakyRelu`, `PRelu`,
+//! `HardSigmoid`, `HardSwish`, `Softplus`, `Softsign`, `Mish`, `Swish`,
+//! `Elu`, `Selu`, `Celu`, `Identity`, `Cast` and `Where`. The activations
+//! are decomposed into relu, min, exp, log, tanh, sigmoid, products and sums.
 
 use super::{Lowered, add, arity, input, scalar};
 use crate::ir::{Op, Unary, ValueId};
@@ -283,6 +285,160 @@ pub(super) fn hard_swish(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, Imp
     add(imp, cx, "", Op::Mul, vec![x, gate]).map(Lowered::Value)
 }
 
+/// `PRelu(x, slope) = relu(x) + slope · min(x, 0)` (exact: one of the two
+/// terms is zero), `slope` broadcast to `x` (never the other way).
+pub(super) fn prelu(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 2, 2)?;
+    cx.check_attributes(&[])?;
+    let x = float_input(imp, cx)?;
+    let slope = input(imp, cx, 1)?;
+    let ty = imp.g.ty(x).clone();
+    let pos = add(imp, cx, "pos", Op::Relu, vec![x])?;
+    let zero = scalar(imp, format!("{}/zero", cx.name), ty.elem, 0.0);
+    let neg = add(imp, cx, "neg", Op::Min, vec![x, zero])?;
+    let scaled = add(imp, cx, "scaled", Op::Mul, vec![neg, slope])?;
+    if imp.g.ty(scaled).shape != ty.shape {
+        let st = imp.g.ty(slope);
+        return Err(cx.shape_err(format!(
+            "the slope ({st}) does not broadcast to the input's shape {:?}",
+            ty.shape
+        )));
+    }
+    add(imp, cx, "", Op::Add, vec![pos, scaled]).map(Lowered::Value)
+}
+
+/// A scalar constant of type `x`'s, named after the node and `what`.
+fn constant_like(imp: &mut Importer, cx: &NodeCx, x: ValueId, what: &str, v: f64) -> ValueId {
+    let elem = imp.g.ty(x).elem;
+    scalar(imp, format!("{}/{what}", cx.name), elem, v)
+}
+
+/// `relu(x)` and `-|x|`, the latter as `(x - relu(x)) - relu(x)` (exact,
+/// and made of ops every target has, where not all have `Abs`).
+fn relu_and_neg_abs(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    x: ValueId,
+) -> Result<(ValueId, ValueId), ImportError> {
+    let r = add(imp, cx, "relu", Op::Relu, vec![x])?;
+    let m = add(imp, cx, "min0", Op::Sub, vec![x, r])?;
+    let na = add(imp, cx, "neg_abs", Op::Sub, vec![m, r])?;
+    Ok((r, na))
+}
+
+/// `softplus(x) = log(1 + exp(x))`, as `relu(x) + log(1 + exp(-|x|))` so
+/// that the exponential never overflows.
+fn softplus_of(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    x: ValueId,
+    step: &str,
+) -> Result<ValueId, ImportError> {
+    let (r, na) = relu_and_neg_abs(imp, cx, x)?;
+    let e = add(imp, cx, "exp", Op::Unary(Unary::Exp), vec![na])?;
+    let one = constant_like(imp, cx, x, "one", 1.0);
+    let onep = add(imp, cx, "one_plus", Op::Add, vec![e, one])?;
+    let l = add(imp, cx, "log", Op::Unary(Unary::Log), vec![onep])?;
+    add(imp, cx, step, Op::Add, vec![r, l])
+}
+
+/// `Softplus(x) = log(1 + exp(x))` (see [`softplus_of`]).
+pub(super) fn softplus(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&[])?;
+    let x = float_input(imp, cx)?;
+    softplus_of(imp, cx, x, "").map(Lowered::Value)
+}
+
+/// `Mish(x) = x · tanh(softplus(x))`.
+pub(super) fn mish(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&[])?;
+    let x = float_input(imp, cx)?;
+    let sp = softplus_of(imp, cx, x, "softplus")?;
+    let t = add(imp, cx, "tanh", Op::Unary(Unary::Tanh), vec![sp])?;
+    add(imp, cx, "", Op::Mul, vec![x, t]).map(Lowered::Value)
+}
+
+/// `Softsign(x) = x / (1 + |x|)` (`|x|` as in [`relu_and_neg_abs`]).
+pub(super) fn softsign(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&[])?;
+    let x = float_input(imp, cx)?;
+    let (_, na) = relu_and_neg_abs(imp, cx, x)?;
+    let one = constant_like(imp, cx, x, "one", 1.0);
+    let d = add(imp, cx, "one_minus", Op::Sub, vec![one, na])?;
+    add(imp, cx, "", Op::Div, vec![x, d]).map(Lowered::Value)
+}
+
+/// `Swish(x) = x · sigmoid(alpha · x)` (opset 24; alpha 1 by default).
+pub(super) fn swish(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["alpha"])?;
+    let alpha = f64::from(cx.float("alpha", 1.0)?);
+    let x = float_input(imp, cx)?;
+    let ax = if alpha == 1.0 {
+        x
+    } else {
+        let a = constant_like(imp, cx, x, "alpha", alpha);
+        add(imp, cx, "scaled", Op::Mul, vec![x, a])?
+    };
+    let s = add(imp, cx, "sigmoid", Op::Unary(Unary::Sigmoid), vec![ax])?;
+    add(imp, cx, "", Op::Mul, vec![x, s]).map(Lowered::Value)
+}
+
+/// The exponential linear units, `relu(x) + alpha · (exp(min(x, 0) / k) -
+/// 1)` (exact where `x > 0`, where the second term is zero): `Elu` (k = 1),
+/// `Celu` (k = alpha), and `Selu` (k = 1, all times gamma).
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum ExpUnit {
+    Elu,
+    Selu,
+    Celu,
+}
+
+pub(super) fn exp_unit(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    kind: ExpUnit,
+) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    let x = float_input(imp, cx)?;
+    let (alpha, gamma) = match kind {
+        ExpUnit::Elu | ExpUnit::Celu => {
+            cx.check_attributes(&["alpha"])?;
+            (cx.float("alpha", 1.0)?, None)
+        }
+        ExpUnit::Selu => {
+            cx.check_attributes(&["alpha", "gamma"])?;
+            let alpha = cx.float("alpha", 1.673_263_2)?;
+            (alpha, Some(cx.float("gamma", 1.050_701)?))
+        }
+    };
+    if kind == ExpUnit::Celu && alpha == 0.0 {
+        return Err(cx.attr_err("alpha", "must not be 0"));
+    }
+    let k = |imp: &mut Importer, what: &str, v: f32| constant_like(imp, cx, x, what, f64::from(v));
+    let pos = add(imp, cx, "pos", Op::Relu, vec![x])?;
+    let zero = k(imp, "zero", 0.0);
+    let mut neg = add(imp, cx, "neg", Op::Min, vec![x, zero])?;
+    if kind == ExpUnit::Celu && alpha != 1.0 {
+        let a = k(imp, "alpha_divisor", alpha);
+        neg = add(imp, cx, "neg_scaled", Op::Div, vec![neg, a])?;
+    }
+    let e = add(imp, cx, "exp", Op::Unary(Unary::Exp), vec![neg])?;
+    let one = k(imp, "one", 1.0);
+    let em1 = add(imp, cx, "exp_minus_one", Op::Sub, vec![e, one])?;
+    let a = k(imp, "alpha", alpha);
+    let scaled = add(imp, cx, "scaled", Op::Mul, vec![em1, a])?;
+    let Some(gamma) = gamma else {
+        return add(imp, cx, "", Op::Add, vec![pos, scaled]).map(Lowered::Value);
+    };
+    let sum = add(imp, cx, "sum", Op::Add, vec![pos, scaled])?;
+    let g = k(imp, "gamma", gamma);
+    add(imp, cx, "", Op::Mul, vec![sum, g]).map(Lowered::Value)
+}
+
 /// An alias of its input, except for a graph output, which keeps its own value.
 pub(super) fn identity(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     arity(cx, 1, 1)?;
@@ -320,4 +476,70 @@ pub(super) fn where_(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportE
         .map(|i| input(imp, cx, i))
         .collect::<Result<_, _>>()?;
     add(imp, cx, "", Op::Where, xs).map(Lowered::Value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{close, run};
+    use crate::onnx::proto::{AttributeProto, NodeProto, TensorProto};
+
+    const X: [f32; 7] = [-100.0, -3.0, -0.5, 0.0, 0.25, 2.0, 100.0];
+
+    fn activation(node: NodeProto, inits: Vec<TensorProto>) -> Vec<f64> {
+        run(node, 18, (&[7], &X), inits).1
+    }
+
+    fn each(f: impl Fn(f64) -> f64) -> Vec<f64> {
+        X.iter().map(|x| f(f64::from(*x))).collect()
+    }
+
+    fn softplus(x: f64) -> f64 {
+        x.max(0.0) + (-x.abs()).exp().ln_1p()
+    }
+
+    #[test]
+    fn softplus_and_mish_do_not_overflow() {
+        let got = activation(NodeProto::new("Softplus", "s", &["x"], &["y"]), vec![]);
+        assert!(close(&got, &each(softplus), 1e-5), "{got:?}");
+        let got = activation(NodeProto::new("Mish", "m", &["x"], &["y"]), vec![]);
+        let want = each(|x| x * softplus(x).tanh());
+        assert!(close(&got, &want, 1e-5), "{got:?}");
+    }
+
+    #[test]
+    fn exponential_units_follow_their_definitions() {
+        let celu =
+            NodeProto::new("Celu", "c", &["x"], &["y"]).with(AttributeProto::float("alpha", 2.0));
+        let want = each(|x| x.max(0.0) + (2.0 * ((x / 2.0).exp() - 1.0)).min(0.0));
+        assert!(close(&activation(celu, vec![]), &want, 1e-5));
+        let selu = NodeProto::new("Selu", "s", &["x"], &["y"]);
+        let (a, g) = (1.673_263_192_176_818_8, 1.050_701_022_148_132_3);
+        let want = each(|x| {
+            if x > 0.0 {
+                g * x
+            } else {
+                g * a * (x.exp() - 1.0)
+            }
+        });
+        assert!(close(&activation(selu, vec![]), &want, 1e-5));
+        let elu =
+            NodeProto::new("Elu", "e", &["x"], &["y"]).with(AttributeProto::float("alpha", 0.5));
+        let want = each(|x| if x > 0.0 { x } else { 0.5 * (x.exp() - 1.0) });
+        assert!(close(&activation(elu, vec![]), &want, 1e-5));
+    }
+
+    #[test]
+    fn prelu_softsign_and_swish() {
+        let slope = TensorProto::from_f32("slope", &[1], &[0.25]);
+        let prelu = NodeProto::new("PRelu", "p", &["x", "slope"], &["y"]);
+        let want = each(|x| if x < 0.0 { 0.25 * x } else { x });
+        assert_eq!(activation(prelu, vec![slope]), want);
+        let softsign = NodeProto::new("Softsign", "s", &["x"], &["y"]);
+        let want = each(|x| x / (1.0 + x.abs()));
+        assert!(close(&activation(softsign, vec![]), &want, 1e-6));
+        let swish =
+            NodeProto::new("Swish", "s", &["x"], &["y"]).with(AttributeProto::float("alpha", 0.5));
+        let want = each(|x| x / (1.0 + (-0.5 * x).exp()));
+        assert!(close(&activation(swish, vec![]), &want, 1e-5));
+    }
 }

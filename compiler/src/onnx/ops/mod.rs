@@ -3,20 +3,25 @@
 //! is a constant, `Identity` an alias unless it names a graph output). Shapes
 //! and element types are inferred as the nodes are added.
 //!
-//! By family: `elementwise`, `gemm`, `shape` (shapes and layouts), `constant`,
-//! `reduce` (reductions and normalisations), `conv` (convolution and
-//! pooling), `quant` (quantisation), `rnn` (the recurrent ops, unrolled)
-//! and `static_eval` (the ops evaluated when compiling: shape arithmetic).
-//! Here: the claimed ops, the dispatch
-//! on the op type, and what every op's lowering uses (its inputs, its
-//! arity, adding IR nodes, axes and constant integer inputs).
+//! By family: `elementwise` (with the activations), `gemm`, `einsum`,
+//! `shape` (shapes and layouts), `pad`, `resize`, `constant`, `reduce`
+//! (reductions and normalisations), `conv` (convolution, transposed
+//! convolution and pooling), `quant` (quantisation), `rnn` (the recurrent
+//! ops, unrolled) and `static_eval` (the ops evaluated when compiling: shape
+//! arithmetic). Every op is decomposed into the IR's ops, none needs one of
+//! its own. Here: the claimed ops, the dispatch on the op type, and what
+//! every op's lowering uses (its inputs, its arity, adding IR nodes,
+//! constants, axes, constant integer inputs and gathers at constant indices).
 
 mod constant;
 mod conv;
+mod einsum;
 mod elementwise;
 mod gemm;
+mod pad;
 mod quant;
 mod reduce;
+mod resize;
 mod rnn;
 mod shape;
 mod static_eval;
@@ -28,14 +33,17 @@ use super::proto::NodeProto;
 use super::tensor::{MAX_CONSTANT_ELEMENTS, MAX_ELEMENTS, checked_numel};
 use crate::ir::{ElemType, Op, ReduceKind, Tensor, TensorType, Unary, ValueId, infer};
 use constant::constant;
-use conv::{conv, global_pool, pool};
+use conv::{conv, conv_transpose, global_pool, pool};
+use einsum::einsum;
 use elementwise::{
-    binary, cast, clip, gelu, hard_sigmoid, hard_swish, identity, leaky_relu, pow, relu, unary,
-    variadic, where_,
+    ExpUnit, binary, cast, clip, exp_unit, gelu, hard_sigmoid, hard_swish, identity, leaky_relu,
+    mish, pow, prelu, relu, softplus, softsign, swish, unary, variadic, where_,
 };
 use gemm::gemm;
+use pad::pad;
 use quant::{dequantize, matmul_integer, qlinear_matmul, quantize};
-use reduce::{batch_norm, layer_norm, reduce, softmax};
+use reduce::{batch_norm, group_norm, instance_norm, layer_norm, log_softmax, reduce, softmax};
+use resize::resize;
 use shape::{concat, expand, flatten, gather, reshape, slice, split, squeeze, transpose};
 use static_eval::{Compare, Logic};
 
@@ -51,13 +59,17 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "BatchNormalization",
     "Cast",
     "Ceil",
+    "Celu",
     "Clip",
     "Concat",
     "Constant",
     "ConstantOfShape",
     "Conv",
+    "ConvTranspose",
     "DequantizeLinear",
     "Div",
+    "Einsum",
+    "Elu",
     "Equal",
     "Erf",
     "Exp",
@@ -72,26 +84,32 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "GlobalMaxPool",
     "Greater",
     "GreaterOrEqual",
+    "GroupNormalization",
     "HardSigmoid",
     "HardSwish",
     "Identity",
     "If",
+    "InstanceNormalization",
     "LSTM",
     "LayerNormalization",
     "LeakyRelu",
     "Less",
     "LessOrEqual",
     "Log",
+    "LogSoftmax",
     "MatMul",
     "MatMulInteger",
     "Max",
     "MaxPool",
     "Min",
+    "Mish",
     "Mod",
     "Mul",
     "Neg",
     "Not",
     "Or",
+    "PRelu",
+    "Pad",
     "Pow",
     "QLinearMatMul",
     "QuantizeLinear",
@@ -105,16 +123,21 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ReduceSum",
     "Relu",
     "Reshape",
+    "Resize",
     "Round",
+    "Selu",
     "Shape",
     "Sigmoid",
     "Size",
     "Slice",
     "Softmax",
+    "Softplus",
+    "Softsign",
     "Split",
     "Sqrt",
     "Squeeze",
     "Sub",
+    "Swish",
     "Tanh",
     "Transpose",
     "Unsqueeze",
@@ -156,6 +179,14 @@ pub(super) fn lower(
         "Div" => binary(imp, &cx, Op::Div),
         "Relu" => relu(imp, &cx),
         "LeakyRelu" => leaky_relu(imp, &cx),
+        "PRelu" => prelu(imp, &cx),
+        "Elu" => exp_unit(imp, &cx, ExpUnit::Elu),
+        "Selu" => exp_unit(imp, &cx, ExpUnit::Selu),
+        "Celu" => exp_unit(imp, &cx, ExpUnit::Celu),
+        "Softplus" => softplus(imp, &cx),
+        "Softsign" => softsign(imp, &cx),
+        "Mish" => mish(imp, &cx),
+        "Swish" => swish(imp, &cx),
         "Clip" => clip(imp, &cx),
         "HardSigmoid" => hard_sigmoid(imp, &cx),
         "HardSwish" => hard_swish(imp, &cx),
@@ -172,6 +203,7 @@ pub(super) fn lower(
         }
         "Identity" => identity(imp, &cx),
         "Gemm" => gemm(imp, &cx),
+        "Einsum" => einsum(imp, &cx),
         "Reshape" => reshape(imp, &cx),
         "Flatten" => flatten(imp, &cx),
         "Unsqueeze" => squeeze(imp, &cx, true),
@@ -185,13 +217,19 @@ pub(super) fn lower(
         "ReduceMax" => reduce(imp, &cx, ReduceKind::Max),
         "ReduceMin" => reduce(imp, &cx, ReduceKind::Min),
         "Softmax" => softmax(imp, &cx),
+        "LogSoftmax" => log_softmax(imp, &cx),
         "LayerNormalization" => layer_norm(imp, &cx),
+        "InstanceNormalization" => instance_norm(imp, &cx),
+        "GroupNormalization" => group_norm(imp, &cx),
         "Slice" => slice(imp, &cx),
         "Split" => split(imp, &cx),
         "Concat" => concat(imp, &cx),
+        "Pad" => pad(imp, &cx),
+        "Resize" => resize(imp, &cx),
         "Where" => where_(imp, &cx),
         "Gather" => gather(imp, &cx),
         "Conv" => conv(imp, &cx),
+        "ConvTranspose" => conv_transpose(imp, &cx),
         "MaxPool" => pool(imp, &cx, true),
         "AveragePool" => pool(imp, &cx, false),
         "GlobalAveragePool" => global_pool(imp, &cx, ReduceKind::Mean),
@@ -397,6 +435,70 @@ fn constant_ints(imp: &Importer, cx: &NodeCx, v: ValueId) -> Result<Vec<i64>, Im
     Ok(t.data.iter().map(|x| *x as i64).collect())
 }
 
+/// The constant value of `v`, or an error naming it as not constant.
+fn constant_of<'a>(imp: &'a Importer, cx: &NodeCx, v: ValueId) -> Result<&'a Tensor, ImportError> {
+    imp.g
+        .constants
+        .get(&v)
+        .ok_or_else(|| ImportError::NotConstant {
+            node: cx.node.clone(),
+            op_type: cx.op_type(),
+            value: imp.g.values[v.index()].name.clone(),
+        })
+}
+
+/// A constant of type `elem` and `shape` holding `data` (row-major), named
+/// after the node and `what`.
+fn constant_tensor(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    what: &str,
+    elem: ElemType,
+    shape: Vec<usize>,
+    data: Vec<f64>,
+) -> ValueId {
+    let t = Tensor::new(TensorType { elem, shape }, data);
+    imp.g.add_constant(format!("{}/{what}", cx.name), t)
+}
+
+/// `x` along `axis` at constant `indices` (each in range): a `Slice` when
+/// they are one increasing run, else a `Gather`.
+fn gather_at(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    step: &str,
+    x: ValueId,
+    axis: usize,
+    indices: &[i64],
+) -> Result<ValueId, ImportError> {
+    let shape = imp.g.ty(x).shape.clone();
+    let run = indices.windows(2).all(|w| w[1] == w[0] + 1);
+    if run {
+        let first = indices.first().copied().unwrap_or(0);
+        let mut starts = vec![0; shape.len()];
+        let mut ends: Vec<i64> = shape.iter().map(|d| *d as i64).collect();
+        (starts[axis], ends[axis]) = (first, first + indices.len() as i64);
+        let steps = vec![1; shape.len()];
+        let op = Op::Slice {
+            starts,
+            ends,
+            steps,
+        };
+        return add(imp, cx, step, op, vec![x]);
+    }
+    let data = indices.iter().map(|i| *i as f64).collect();
+    let shape = vec![indices.len()];
+    let at = constant_tensor(
+        imp,
+        cx,
+        &format!("{step}_indices"),
+        ElemType::I64,
+        shape,
+        data,
+    );
+    add(imp, cx, step, Op::Gather { axis }, vec![x, at])
+}
+
 /// An axis in `-rank..rank`, resolved.
 fn axis_of(cx: &NodeCx, what: &str, a: i64, rank: usize) -> Result<usize, ImportError> {
     let r = i64::try_from(rank).unwrap_or(i64::MAX);
@@ -405,4 +507,70 @@ fn axis_of(cx: &NodeCx, what: &str, a: i64, rank: usize) -> Result<usize, Import
         .ok()
         .filter(|x| *x < rank)
         .ok_or_else(|| cx.attr_err(what, format!("{a} is out of range for rank {rank}")))
+}
+
+/// Importing and running one node in the op families' tests.
+#[cfg(test)]
+mod testing {
+    use crate::ir::{ElemType, Tensor, TensorType};
+    use crate::onnx::proto::tensor_proto::DataType;
+    use crate::onnx::proto::{GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+    use crate::onnx::{ImportOptions, import_model};
+
+    /// Imports a model of `node` at `opset`, whose one graph input is `x`
+    /// (float, of shape `dims`), its other inputs `inits`, its output `y`.
+    pub fn import(
+        node: NodeProto,
+        opset: i64,
+        dims: &[i64],
+        inits: Vec<TensorProto>,
+    ) -> Result<crate::ir::Graph, String> {
+        let graph = GraphProto {
+            node: vec![node],
+            name: "test".to_owned(),
+            initializer: inits,
+            input: vec![ValueInfoProto::tensor("x", DataType::Float, dims)],
+            output: vec![ValueInfoProto {
+                name: "y".to_owned(),
+                ..ValueInfoProto::default()
+            }],
+            ..GraphProto::default()
+        };
+        let model = ModelProto::with_graph(graph, opset);
+        import_model(&model, &ImportOptions::default()).map_err(|e| e.to_string())
+    }
+
+    /// [`import`], then runs the graph on the interpreter with `x`: the
+    /// output's shape and values.
+    pub fn run(
+        node: NodeProto,
+        opset: i64,
+        (dims, x): (&[i64], &[f32]),
+        inits: Vec<TensorProto>,
+    ) -> (Vec<usize>, Vec<f64>) {
+        let g = import(node, opset, dims, inits).unwrap_or_else(|e| panic!("import: {e}"));
+        crate::ir::verify(&g).unwrap_or_else(|e| panic!("verify: {e:?}"));
+        let ty = TensorType {
+            elem: ElemType::F32,
+            shape: dims.iter().map(|d| *d as usize).collect(),
+        };
+        let input = Tensor::new(ty, x.iter().map(|v| f64::from(*v)).collect());
+        let out = crate::interp::run(&g, &[input]).unwrap_or_else(|e| panic!("interp: {e}"));
+        (out[0].ty.shape.clone(), out[0].data.to_vec())
+    }
+
+    /// Whether `got` is `want` within `tol`, element by element.
+    pub fn close(got: &[f64], want: &[f64], tol: f64) -> bool {
+        got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g - w).abs() <= tol)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SUPPORTED_OPS;
+
+    #[test]
+    fn the_claimed_ops_are_sorted_and_distinct() {
+        assert!(SUPPORTED_OPS.windows(2).all(|w| w[0] < w[1]));
+    }
 }

@@ -1,7 +1,8 @@
 //! The reductions and normalisations: `ReduceSum` / `ReduceMean` /
-//! `ReduceMax` / `ReduceMin`, `Softmax`, `LayerNormalization` and
-//! `BatchNormalization`, the last three decomposed into reductions and
-//! element-wise ops.
+//! `ReduceMax` / `ReduceMin`, `Softmax`, `LogSoftmax`,
+//! `LayerNormalization`, `InstanceNormalization`, `GroupNormalization` and
+//! `BatchNormalization`, all but the reductions decomposed into reductions,
+//! reshapes and element-wise ops.
 
 use super::{Lowered, add, arity, axis_of, constant_ints, input, optional_input, scalar};
 use crate::ir::{Op, ReduceKind, Tensor, TensorType, Unary, ValueId};
@@ -91,6 +92,160 @@ pub(super) fn softmax(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, Import
     let e = add(imp, cx, "exp", Op::Unary(Unary::Exp), vec![d])?;
     let s = add(imp, cx, "sum", red(ReduceKind::Sum), vec![e])?;
     add(imp, cx, "", Op::Div, vec![e, s]).map(Lowered::Value)
+}
+
+/// `LogSoftmax` as `x - max - log(sum(exp(x - max)))` over `axis` (opset 13
+/// on), or over `axis` and every later dimension (before 13), as [`softmax`].
+pub(super) fn log_softmax(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["axis"])?;
+    let x = input(imp, cx, 0)?;
+    let ty = imp.g.ty(x).clone();
+    if !ty.elem.is_float() {
+        return Err(cx.shape_err(format!(
+            "LogSoftmax is defined on floating-point tensors, the input is {ty}"
+        )));
+    }
+    let rank = ty.shape.len();
+    let default = if imp.opset >= 13 { -1 } else { 1 };
+    let axis = axis_of(cx, "axis", cx.int("axis", default)?, rank.max(1))?;
+    let axes: Vec<usize> = if imp.opset >= 13 {
+        vec![axis]
+    } else {
+        (axis..rank).collect()
+    };
+    let red = |kind| Op::Reduce {
+        kind,
+        axes: axes.clone(),
+        keepdims: true,
+    };
+    let m = add(imp, cx, "max", red(ReduceKind::Max), vec![x])?;
+    let d = add(imp, cx, "shifted", Op::Sub, vec![x, m])?;
+    let e = add(imp, cx, "exp", Op::Unary(Unary::Exp), vec![d])?;
+    let s = add(imp, cx, "sum", red(ReduceKind::Sum), vec![e])?;
+    let l = add(imp, cx, "log_sum", Op::Unary(Unary::Log), vec![s])?;
+    add(imp, cx, "", Op::Sub, vec![d, l]).map(Lowered::Value)
+}
+
+/// `(x - mean) / sqrt(var + eps)` over `axes` of `x` (kept as size 1), the
+/// steps named as `LayerNormalization`'s.
+fn normalized(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    x: ValueId,
+    axes: Vec<usize>,
+    eps: f64,
+) -> Result<ValueId, ImportError> {
+    let elem = imp.g.ty(x).elem;
+    let eps = scalar(imp, format!("{}/epsilon", cx.name), elem, eps);
+    let mean_op = Op::Reduce {
+        kind: ReduceKind::Mean,
+        axes,
+        keepdims: true,
+    };
+    let mean = add(imp, cx, "mean", mean_op.clone(), vec![x])?;
+    let d = add(imp, cx, "centered", Op::Sub, vec![x, mean])?;
+    let sq = add(imp, cx, "square", Op::Mul, vec![d, d])?;
+    let var = add(imp, cx, "variance", mean_op, vec![sq])?;
+    let ve = add(imp, cx, "variance_eps", Op::Add, vec![var, eps])?;
+    let sd = add(imp, cx, "stddev", Op::Unary(Unary::Sqrt), vec![ve])?;
+    let inv = add(
+        imp,
+        cx,
+        "inv_stddev",
+        Op::Unary(Unary::Reciprocal),
+        vec![sd],
+    )?;
+    add(imp, cx, "normalized", Op::Mul, vec![d, inv])
+}
+
+/// `y · scale + bias` (the sum named `step`), scale and bias (`[n]`)
+/// reshaped to `[n, 1, ...]` so that they broadcast along dimension `rank -
+/// 1 - trailing` of `y`.
+fn scale_and_shift(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    y: ValueId,
+    (scale, bias): (ValueId, ValueId),
+    (n, trailing): (usize, usize),
+    step: &str,
+) -> Result<ValueId, ImportError> {
+    let mut shape = vec![n];
+    shape.extend(std::iter::repeat_n(1, trailing));
+    for (v, what) in [(scale, "scale"), (bias, "bias")] {
+        let ty = imp.g.ty(v);
+        if ty.shape != [n] {
+            return Err(cx.shape_err(format!("the {what} must have shape [{n}], it is {ty}")));
+        }
+    }
+    let reshape = Op::Reshape { shape };
+    let s = add(imp, cx, "scale_shape", reshape.clone(), vec![scale])?;
+    let b = add(imp, cx, "bias_shape", reshape, vec![bias])?;
+    let scaled = add(imp, cx, "scaled", Op::Mul, vec![y, s])?;
+    add(imp, cx, step, Op::Add, vec![scaled, b])
+}
+
+/// The floating-point input `[N, C, ...]` of a normalisation.
+fn channels_input(imp: &Importer, cx: &NodeCx) -> Result<(ValueId, Vec<usize>), ImportError> {
+    let x = input(imp, cx, 0)?;
+    let ty = imp.g.ty(x);
+    if ty.shape.len() < 2 || !ty.elem.is_float() {
+        return Err(cx.shape_err(format!(
+            "the input must be a floating-point [N, C, ...] tensor, it is {ty}"
+        )));
+    }
+    Ok((x, ty.shape.clone()))
+}
+
+/// `InstanceNormalization`: each `[n, c]` normalised over the spatial
+/// dimensions, then `· scale[c] + bias[c]`.
+pub(super) fn instance_norm(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 3, 3)?;
+    cx.check_attributes(&["epsilon"])?;
+    let (x, shape) = channels_input(imp, cx)?;
+    let (scale, bias) = (input(imp, cx, 1)?, input(imp, cx, 2)?);
+    let rank = shape.len();
+    let eps = f64::from(cx.float("epsilon", 1e-5)?);
+    let y = normalized(imp, cx, x, (2..rank).collect(), eps)?;
+    let y = scale_and_shift(imp, cx, y, (scale, bias), (shape[1], rank - 2), "")?;
+    Ok(Lowered::Value(y))
+}
+
+/// `GroupNormalization`: each `[n]` split into `num_groups` groups of
+/// channels, normalised over each group's channels and spatial dimensions,
+/// then scaled and shifted per group (opset 18) or per channel (21).
+pub(super) fn group_norm(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 3, 3)?;
+    cx.check_attributes(&["epsilon", "num_groups", "stash_type"])?;
+    if cx.int("stash_type", 1)? != 1 {
+        return Err(cx.attr_err("stash_type", "only 1 (float32 statistics) is supported"));
+    }
+    let (x, shape) = channels_input(imp, cx)?;
+    let (scale, bias) = (input(imp, cx, 1)?, input(imp, cx, 2)?);
+    let (n, c) = (shape[0], shape[1]);
+    let g = usize::try_from(cx.required_int("num_groups")?)
+        .ok()
+        .filter(|g| *g > 0 && c % g == 0)
+        .ok_or_else(|| cx.attr_err("num_groups", format!("must divide the {c} channels")))?;
+    let rest = shape.iter().product::<usize>() / (n * g).max(1);
+    let grouped = Op::Reshape {
+        shape: vec![n, g, rest],
+    };
+    let xg = add(imp, cx, "grouped", grouped, vec![x])?;
+    let eps = f64::from(cx.float("epsilon", 1e-5)?);
+    let mut y = normalized(imp, cx, xg, vec![2], eps)?;
+    if imp.opset < 21 {
+        y = scale_and_shift(imp, cx, y, (scale, bias), (g, 1), "shifted")?;
+    }
+    let back = Op::Reshape {
+        shape: shape.clone(),
+    };
+    let step = if imp.opset < 21 { "" } else { "ungrouped" };
+    y = add(imp, cx, step, back, vec![y])?;
+    if imp.opset >= 21 {
+        y = scale_and_shift(imp, cx, y, (scale, bias), (c, shape.len() - 2), "")?;
+    }
+    Ok(Lowered::Value(y))
 }
 
 /// `LayerNormalization` (opset 17) over `axis` and every later dimension:
@@ -212,4 +367,91 @@ pub(super) fn batch_norm(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, Imp
     let (a, b) = (constant("scale", a), constant("shift", b));
     let y = add(imp, cx, "scaled", Op::Mul, vec![x, a])?;
     add(imp, cx, "", Op::Add, vec![y, b]).map(Lowered::Value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{close, run};
+    use crate::onnx::proto::{AttributeProto, NodeProto, TensorProto};
+
+    /// `x` normalised in groups of `size` consecutive elements, each group
+    /// then scaled and shifted by its own `scale[k]` and `bias[k]`
+    /// (`per` elements sharing one).
+    fn normalised(x: &[f32], size: usize, per: usize, scale: &[f32], bias: &[f32]) -> Vec<f64> {
+        let mut out = Vec::new();
+        for group in x.chunks(size) {
+            let n = group.len() as f64;
+            let mean = group.iter().map(|v| f64::from(*v)).sum::<f64>() / n;
+            let var = group
+                .iter()
+                .map(|v| (f64::from(*v) - mean).powi(2))
+                .sum::<f64>()
+                / n;
+            for v in group {
+                out.push((f64::from(*v) - mean) / (var + 1e-5).sqrt());
+            }
+        }
+        for (i, y) in out.iter_mut().enumerate() {
+            let k = (i / per) % scale.len();
+            *y = *y * f64::from(scale[k]) + f64::from(bias[k]);
+        }
+        out
+    }
+
+    fn x() -> Vec<f32> {
+        (0..24).map(|i| ((i * 7) % 10) as f32 - 4.5).collect()
+    }
+
+    #[test]
+    fn group_normalization_scales_per_group_at_18_and_per_channel_at_21() {
+        let node = || {
+            NodeProto::new("GroupNormalization", "g", &["x", "s", "b"], &["y"])
+                .with(AttributeProto::int("num_groups", 2))
+        };
+        let params = |n: usize| {
+            let s: Vec<f32> = (0..n).map(|i| 0.5 + i as f32).collect();
+            let b: Vec<f32> = (0..n).map(|i| i as f32 - 1.0).collect();
+            (s, b)
+        };
+        // [2, 4, 3]: groups of two channels, six elements each.
+        let (s, b) = params(2);
+        let inits = vec![
+            TensorProto::from_f32("s", &[2], &s),
+            TensorProto::from_f32("b", &[2], &b),
+        ];
+        let (_, got) = run(node(), 18, (&[2, 4, 3], &x()), inits);
+        assert!(close(&got, &normalised(&x(), 6, 6, &s, &b), 1e-5));
+        let (s, b) = params(4);
+        let inits = vec![
+            TensorProto::from_f32("s", &[4], &s),
+            TensorProto::from_f32("b", &[4], &b),
+        ];
+        let (_, got) = run(node(), 21, (&[2, 4, 3], &x()), inits);
+        assert!(close(&got, &normalised(&x(), 6, 3, &s, &b), 1e-5));
+    }
+
+    #[test]
+    fn instance_normalization_normalises_each_channel() {
+        let node = NodeProto::new("InstanceNormalization", "i", &["x", "s", "b"], &["y"]);
+        let (s, b) = ([2.0, -1.0, 0.5], [0.0, 1.0, 3.0]);
+        let inits = vec![
+            TensorProto::from_f32("s", &[3], &s),
+            TensorProto::from_f32("b", &[3], &b),
+        ];
+        let (_, got) = run(node, 17, (&[2, 3, 2, 2], &x()), inits);
+        assert!(close(&got, &normalised(&x(), 4, 4, &s, &b), 1e-5));
+    }
+
+    #[test]
+    fn log_softmax_before_13_spans_every_later_dimension() {
+        let node = NodeProto::new("LogSoftmax", "l", &["x"], &["y"]);
+        let x = x();
+        let (_, got) = run(node, 11, (&[2, 3, 4], &x), vec![]);
+        let mut want = Vec::new();
+        for row in x.chunks(12) {
+            let lse = row.iter().map(|v| f64::from(*v).exp()).sum::<f64>().ln();
+            want.extend(row.iter().map(|v| f64::from(*v) - lse));
+        }
+        assert!(close(&got, &want, 1e-5));
+    }
 }
