@@ -195,45 +195,45 @@ pub(super) fn clip(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportErr
     let (lo, hi) = if imp.opset >= 11 {
         arity(cx, 1, 3)?;
         cx.check_attributes(&[])?;
-        let bound = |i: usize| -> Result<Option<f64>, ImportError> {
+        // A bound is a scalar input: a constant, or a value computed at run
+        // time (a `max(x, m)` against a computed floor).
+        let bound = |i: usize| -> Result<Option<Bound>, ImportError> {
             let Some(v) = super::optional_input(imp, cx, i)? else {
                 return Ok(None);
             };
-            let Some(t) = imp.g.constants.get(&v) else {
-                return Err(ImportError::NotConstant {
-                    node: cx.node.clone(),
-                    op_type: cx.op_type(),
-                    value: imp.g.values[v.index()].name.clone(),
-                });
-            };
-            if t.data.len() != 1 {
-                let ty = &t.ty;
-                return Err(cx.shape_err(format!("a bound must be a scalar, it is {ty}")));
+            let ty = imp.g.ty(v);
+            if ty.numel() != 1 || ty.elem != elem {
+                return Err(cx.shape_err(format!(
+                    "a bound must be a scalar of the input's type, it is {ty}"
+                )));
             }
-            Ok(Some(t.data[0]))
+            Ok(Some(match imp.g.constants.get(&v) {
+                Some(t) => Bound::Known(t.data[0]),
+                None => Bound::Computed(v),
+            }))
         };
         (bound(1)?, bound(2)?)
     } else {
         arity(cx, 1, 1)?;
         cx.check_attributes(&["min", "max"])?;
-        let has = |name: &str| cx.proto.attribute.iter().any(|a| a.name == name);
-        (
-            has("min")
-                .then(|| cx.float("min", 0.0))
+        let attr = |name: &str| -> Result<Option<Bound>, ImportError> {
+            let has = cx.proto.attribute.iter().any(|a| a.name == name);
+            Ok(has
+                .then(|| cx.float(name, 0.0))
                 .transpose()?
-                .map(f64::from),
-            has("max")
-                .then(|| cx.float("max", 0.0))
-                .transpose()?
-                .map(f64::from),
-        )
+                .map(|b| Bound::Known(f64::from(b))))
+        };
+        (attr("min")?, attr("max")?)
     };
     let mut y = x;
     let parts = [("at_least_min", Op::Max, lo), ("at_most_max", Op::Min, hi)];
     let last = parts.iter().rposition(|(_, _, b)| b.is_some());
     for (k, (step, op, b)) in parts.into_iter().enumerate() {
-        let Some(b) = b else { continue };
-        let c = scalar(imp, format!("{}/{step}_bound", cx.name), elem, b);
+        let c = match b {
+            None => continue,
+            Some(Bound::Known(b)) => scalar(imp, format!("{}/{step}_bound", cx.name), elem, b),
+            Some(Bound::Computed(v)) => v,
+        };
         let name = if Some(k) == last { "" } else { step };
         y = add(imp, cx, name, op, vec![y, c])?;
     }
@@ -241,6 +241,12 @@ pub(super) fn clip(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportErr
         y = add(imp, cx, "", Op::Identity, vec![x])?;
     }
     Ok(Lowered::Value(y))
+}
+
+/// A bound of `Clip`.
+enum Bound {
+    Known(f64),
+    Computed(ValueId),
 }
 
 /// `max(0, min(1, alpha · x + beta))`, the piecewise-linear sigmoid.
