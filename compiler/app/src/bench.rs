@@ -77,7 +77,8 @@ pub enum Source {
     /// `model.onnx` and `test_data_set_0/` holding its inputs and
     /// onnxruntime's outputs. The inputs' shapes come from the data; an
     /// input the compiler needs when compiling (a sample rate an `If`
-    /// tests) is bound to its test value, as a deployment fixes it; the
+    /// tests; an integer scalar input a compile-time op reads through other
+    /// ops) is bound to its test value, as a deployment fixes it; the
     /// outputs are checked against onnxruntime's as well as the interpreter's.
     Real(PathBuf),
 }
@@ -244,6 +245,23 @@ fn load_real(dir: &Path) -> Result<Loaded, String> {
                 options.shapes.remove(&value);
                 options.constants.insert(value.clone(), t.clone());
                 bound.push(value);
+            }
+            // A value computed from inputs: the integer scalars among them
+            // (a sample rate, a flag) are what a deployment fixes.
+            Err(e @ compiler::onnx::ImportError::NotStatic { .. }) => {
+                let scalars: Vec<&(String, Tensor)> = (given.iter())
+                    .filter(|(n, t)| {
+                        !bound.contains(n) && t.ty.numel() == 1 && !t.ty.elem.is_float()
+                    })
+                    .collect();
+                if scalars.is_empty() {
+                    return Err(format!("import: {e}"));
+                }
+                for (n, t) in scalars {
+                    options.shapes.remove(n);
+                    options.constants.insert(n.clone(), t.clone());
+                    bound.push(n.clone());
+                }
             }
             Err(e) => return Err(format!("import: {e}")),
         }
