@@ -307,3 +307,22 @@ fn malformed_shape_ops_are_errors() {
         assert!(e.to_string().contains(want), "{want}: {e}");
     }
 }
+
+/// A cast that changes no bits (exporters write `Cast(to=FLOAT)` of floats)
+/// of a reshape whose rows differ from its input's: the cast has bytes of
+/// its own, which must be written. Silero VAD's decoder (`Unsqueeze(h, -1)`,
+/// `Cast`, `Relu`) read them unwritten on every target.
+#[test]
+fn a_cast_of_a_relaid_out_reshape_is_copied() {
+    let nodes = vec![
+        node("Tanh", &["x"], &["t"], vec![]),
+        node("Unsqueeze", &["t", "last"], &["u"], vec![]),
+        node("Cast", &["u"], &["c"], vec![AttributeProto::int("to", 1)]),
+        node("Relu", &["c"], &["y"], vec![]),
+    ];
+    let inits = vec![ints("last", &[1], &[-1])];
+    let bytes = encode(graph(nodes, vec![input("x", &[1, 64])], &["y"], inits));
+    let g = import_with(&bytes, &ImportOptions::default()).expect("imports");
+    let ran = run_everywhere(&g, 7, "tanh, unsqueeze, cast, relu", &["lacks"]);
+    assert!(ran.len() >= 3, "ran on {ran:?}");
+}

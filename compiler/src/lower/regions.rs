@@ -308,7 +308,15 @@ impl Lowerer<'_> {
                     }
                     continue;
                 }
-                Op::Cast { .. } if cast_is_view(g, n) => continue,
+                // A cast that changes no bits is a view, like a reshape:
+                // where its rows differ from its root's it has bytes of its
+                // own, copied here.
+                Op::Cast { .. } if cast_is_view(g, n) => {
+                    if self.layout.relayouts.contains(&n.outputs[0]) {
+                        self.node_region(ni, "Relayout", |l, n| l.relayout(n))?;
+                    }
+                    continue;
+                }
                 Op::Cast { to } => {
                     let from = g.ty(n.inputs[0]).elem;
                     return Err(Self::node_err(
