@@ -1215,15 +1215,24 @@ fn clip_takes_its_bounds_from_constant_inputs_or_old_attributes() {
         vec![hi],
     )));
     assert_eq!(ops(&g), ["Min"]);
-    // A bound computed at run time must be made constant.
+    // A bound computed at run time is the other operand of the max; one
+    // that is not a scalar of the input's type is refused.
     let node = NodeProto::new("Clip", "c", &["x", "lo"], &["y"]);
-    let e = import_err(&encode(graph(
-        vec![node],
+    let g = import_ok(&encode(graph(
+        vec![node.clone()],
         vec![input("x", &[4]), input("lo", &[])],
         &["y"],
         vec![],
     )));
-    assert!(matches!(e, ImportError::NotConstant { .. }), "{e}");
+    assert_eq!(ops(&g), ["Max"]);
+    assert_eq!(g.nodes[0].inputs[1], by_name(&g, "lo"));
+    let e = import_err(&encode(graph(
+        vec![node],
+        vec![input("x", &[4]), input("lo", &[2])],
+        &["y"],
+        vec![],
+    )));
+    assert!(e.to_string().contains("a bound must be a scalar"), "{e}");
     // Before opset 11 the bounds are attributes.
     let mut node = NodeProto::new("Clip", "c", &["x"], &["y"]);
     node.attribute.push(AttributeProto::float("min", 0.0));
