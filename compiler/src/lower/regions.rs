@@ -602,6 +602,26 @@ impl Lowerer<'_> {
                 Ew::Relu if ops::ew_forms(&self.e, Ew::Relu).is_empty() => {
                     plan.push((Ew::Max, Some(zeros(Ew::Max)), false));
                 }
+                // sqrt(x) as recip(rsqrt(x)): exact at 0 (1/inf) and within
+                // the two instructions' rounding elsewhere.
+                Ew::Call(Func::Sqrt)
+                    if ops::ew_forms(&self.e, ew).is_empty()
+                        && !ops::ew_forms(&self.e, Ew::Call(Func::Rsqrt)).is_empty()
+                        && !ops::ew_forms(&self.e, Ew::Recip).is_empty() =>
+                {
+                    plan.push((Ew::Call(Func::Rsqrt), None, false));
+                    plan.push((Ew::Recip, None, false));
+                }
+                // recip(sqrt(x)) where sqrt became recip(rsqrt(x)): rsqrt(x).
+                Ew::Recip
+                    if matches!(plan.last(), Some((Ew::Recip, None, _)))
+                        && matches!(
+                            plan.iter().rev().nth(1),
+                            Some((Ew::Call(Func::Rsqrt), None, _))
+                        ) =>
+                {
+                    plan.pop();
+                }
                 // -x as 0 - x.
                 Ew::Neg if ops::ew_forms(&self.e, Ew::Neg).is_empty() => {
                     plan.push((Ew::Sub, Some(zeros(Ew::Sub)), true));
