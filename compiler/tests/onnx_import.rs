@@ -1241,3 +1241,58 @@ fn clip_takes_its_bounds_from_constant_inputs_or_old_attributes() {
     let g = import_ok(&old.encode_to_vec());
     assert_eq!(ops(&g), ["Max", "Min"]);
 }
+
+/// Malformed recurrent nodes are errors naming the node and what is wrong,
+/// never panics (a huge hidden size, weights of the wrong shape, an unknown
+/// direction or activation, a shorter sequence).
+#[test]
+fn malformed_recurrent_nodes_are_errors() {
+    let lstm = |attrs: Vec<AttributeProto>, w_dims: &[i64]| {
+        let mut n = NodeProto::new("LSTM", "l", &["x", "w", "r"], &["y"]);
+        n.attribute = attrs;
+        encode(graph(
+            vec![n],
+            vec![input("x", &[3, 1, 2])],
+            &["y"],
+            vec![
+                ramp("w", w_dims, 0.0, 0.1),
+                ramp("r", &[1, 16, 4], 0.0, 0.1),
+            ],
+        ))
+    };
+    let h = |n: i64| AttributeProto::int("hidden_size", n);
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (lstm(vec![h(1 << 62)], &[1, 16, 2]), "hidden_size"),
+        (lstm(vec![h(4)], &[1, 12, 2]), "W must be float[1, 16, 2]"),
+        (
+            lstm(
+                vec![h(4), AttributeProto::string("direction", "sideways")],
+                &[1, 16, 2],
+            ),
+            "unknown direction",
+        ),
+        (
+            lstm(
+                vec![
+                    h(4),
+                    AttributeProto {
+                        name: "activations".to_owned(),
+                        r#type: compiler::onnx::proto::attribute_proto::AttributeType::Strings
+                            as i32,
+                        strings: vec![b"Sigmoid".to_vec(), b"Elu".to_vec(), b"Tanh".to_vec()],
+                        ..AttributeProto::default()
+                    },
+                ],
+                &[1, 16, 2],
+            ),
+            "`Elu` is not supported",
+        ),
+    ];
+    for (bytes, want) in cases {
+        let e = import_err(&bytes);
+        assert!(e.to_string().contains("LSTM node `l`"), "{e}");
+        assert!(e.to_string().contains(want), "{want}: {e}");
+    }
+    // A well-formed one imports.
+    import_ok(&lstm(vec![h(4)], &[1, 16, 2]));
+}

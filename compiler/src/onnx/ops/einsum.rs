@@ -246,10 +246,7 @@ impl Plan<'_, '_, '_> {
         x: ValueId,
         shape: Vec<usize>,
     ) -> Result<ValueId, ImportError> {
-        if self.imp.g.ty(x).shape == shape {
-            return Ok(x);
-        }
-        self.add(step, Op::Reshape { shape }, vec![x])
+        super::reshape_to(self.imp, self.cx, step, x, shape)
     }
 
     /// One operand: a sum over the labels the output drops, then a transpose.

@@ -435,6 +435,20 @@ fn constant_ints(imp: &Importer, cx: &NodeCx, v: ValueId) -> Result<Vec<i64>, Im
     Ok(t.data.iter().map(|x| *x as i64).collect())
 }
 
+/// `x` reshaped to `shape` for this node (itself when it has that shape).
+fn reshape_to(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    step: &str,
+    x: ValueId,
+    shape: Vec<usize>,
+) -> Result<ValueId, ImportError> {
+    if imp.g.ty(x).shape == shape {
+        return Ok(x);
+    }
+    add(imp, cx, step, Op::Reshape { shape }, vec![x])
+}
+
 /// The constant value of `v`, or an error naming it as not constant.
 fn constant_of<'a>(imp: &'a Importer, cx: &NodeCx, v: ValueId) -> Result<&'a Tensor, ImportError> {
     imp.g

@@ -65,45 +65,33 @@ pub(super) fn reduce(
 /// or over `axis` and every later dimension (before 13, where the input is
 /// seen as a matrix split at `axis`).
 pub(super) fn softmax(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
-    arity(cx, 1, 1)?;
-    cx.check_attributes(&["axis"])?;
-    let x = input(imp, cx, 0)?;
-    let rank = imp.g.ty(x).shape.len();
-    if !imp.g.ty(x).elem.is_float() {
-        let ty = imp.g.ty(x);
-        return Err(cx.shape_err(format!(
-            "Softmax is defined on floating-point tensors, the input is {ty}"
-        )));
-    }
-    let default = if imp.opset >= 13 { -1 } else { 1 };
-    let axis = axis_of(cx, "axis", cx.int("axis", default)?, rank.max(1))?;
-    let axes: Vec<usize> = if imp.opset >= 13 {
-        vec![axis]
-    } else {
-        (axis..rank).collect()
-    };
-    let red = |kind| Op::Reduce {
-        kind,
-        axes: axes.clone(),
-        keepdims: true,
-    };
-    let m = add(imp, cx, "max", red(ReduceKind::Max), vec![x])?;
-    let d = add(imp, cx, "shifted", Op::Sub, vec![x, m])?;
-    let e = add(imp, cx, "exp", Op::Unary(Unary::Exp), vec![d])?;
-    let s = add(imp, cx, "sum", red(ReduceKind::Sum), vec![e])?;
+    let (_, e, s) = shifted_exp_sum(imp, cx)?;
     add(imp, cx, "", Op::Div, vec![e, s]).map(Lowered::Value)
 }
 
 /// `LogSoftmax` as `x - max - log(sum(exp(x - max)))` over `axis` (opset 13
 /// on), or over `axis` and every later dimension (before 13), as [`softmax`].
 pub(super) fn log_softmax(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    let (d, _, s) = shifted_exp_sum(imp, cx)?;
+    let l = add(imp, cx, "log_sum", Op::Unary(Unary::Log), vec![s])?;
+    add(imp, cx, "", Op::Sub, vec![d, l]).map(Lowered::Value)
+}
+
+/// What `Softmax` and `LogSoftmax` share, over their axes (kept as size 1):
+/// `d = x - max(x)`, `e = exp(d)` and `s = sum(e)`. Large and masked logits
+/// never overflow.
+fn shifted_exp_sum(
+    imp: &mut Importer,
+    cx: &NodeCx,
+) -> Result<(ValueId, ValueId, ValueId), ImportError> {
     arity(cx, 1, 1)?;
     cx.check_attributes(&["axis"])?;
     let x = input(imp, cx, 0)?;
     let ty = imp.g.ty(x).clone();
     if !ty.elem.is_float() {
+        let op = cx.op_type();
         return Err(cx.shape_err(format!(
-            "LogSoftmax is defined on floating-point tensors, the input is {ty}"
+            "{op} is defined on floating-point tensors, the input is {ty}"
         )));
     }
     let rank = ty.shape.len();
@@ -123,8 +111,7 @@ pub(super) fn log_softmax(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, Im
     let d = add(imp, cx, "shifted", Op::Sub, vec![x, m])?;
     let e = add(imp, cx, "exp", Op::Unary(Unary::Exp), vec![d])?;
     let s = add(imp, cx, "sum", red(ReduceKind::Sum), vec![e])?;
-    let l = add(imp, cx, "log_sum", Op::Unary(Unary::Log), vec![s])?;
-    add(imp, cx, "", Op::Sub, vec![d, l]).map(Lowered::Value)
+    Ok((d, e, s))
 }
 
 /// `(x - mean) / sqrt(var + eps)` over `axes` of `x` (kept as size 1), the

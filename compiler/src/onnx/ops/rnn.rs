@@ -9,11 +9,12 @@
 //! transposes folded at import. `Y` stacks the steps' hidden states;
 //! `Y_h` (and `Y_c` for LSTM) are the last ones.
 
-use super::{Lowered, add, input, optional_input, scalar};
+use super::{Lowered, add, constant_of, input, optional_input, reshape_to, scalar};
 use crate::ir::{ElemType, Op, Tensor, TensorType, Unary, ValueId};
 use crate::onnx::ImportError;
 use crate::onnx::import::Importer;
 use crate::onnx::node::NodeCx;
+use crate::onnx::tensor::MAX_CONSTANT_ELEMENTS;
 
 /// Which recurrent op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,8 +98,13 @@ fn spec(cx: &NodeCx, cell: Cell) -> Result<Spec, ImportError> {
     }
     let hidden = usize::try_from(cx.required_int("hidden_size")?)
         .ok()
-        .filter(|h| *h > 0)
-        .ok_or_else(|| cx.attr_err("hidden_size", "must be positive"))?;
+        .filter(|h| (1..=MAX_CONSTANT_ELEMENTS).contains(h))
+        .ok_or_else(|| {
+            cx.attr_err(
+                "hidden_size",
+                format!("must be in 1..={MAX_CONSTANT_ELEMENTS}"),
+            )
+        })?;
     let direction = cx.string("direction", "forward")?;
     let reverse = match direction.as_str() {
         "forward" => vec![false],
@@ -199,10 +205,7 @@ impl Build<'_, '_> {
         x: ValueId,
         shape: Vec<usize>,
     ) -> Result<ValueId, ImportError> {
-        if self.shape(x) == shape {
-            return Ok(x);
-        }
-        self.op(step, Op::Reshape { shape }, vec![x])
+        reshape_to(self.imp, self.cx, step, x, shape)
     }
 
     fn act(&mut self, step: &str, a: Act, x: ValueId) -> Result<ValueId, ImportError> {
@@ -345,13 +348,7 @@ fn check_lengths(b: &mut Build, seq: usize, batch: usize) -> Result<(), ImportEr
     let Some(v) = optional_input(b.imp, b.cx, 4)? else {
         return Ok(());
     };
-    let Some(t) = b.imp.g.constants.get(&v) else {
-        return Err(ImportError::NotConstant {
-            node: b.cx.node.clone(),
-            op_type: b.cx.op_type(),
-            value: b.imp.g.values[v.index()].name.clone(),
-        });
-    };
+    let t = constant_of(b.imp, b.cx, v)?;
     if t.data.len() != batch || t.data.iter().any(|l| *l as usize != seq) {
         return Err(b.cx.shape_err(format!(
             "sequence_lens must be {seq} for every batch entry (shorter sequences are not supported), it is {:?}",
