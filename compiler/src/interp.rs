@@ -332,6 +332,7 @@ pub fn eval_node(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, InterpError
             pool(inputs[0], *kind, window, &out_ty)
         }
         Op::Im2Col { window, fill } => im2col(inputs[0], window, *fill, &out_ty),
+        Op::Im2Row { window, fill } => im2row(inputs[0], window, *fill),
         Op::Gather { axis } => gather(inputs[0], inputs[1], *axis, &out_ty)?,
         Op::Where => {
             let sel = |t: &Tensor| {
@@ -668,6 +669,30 @@ fn im2col(x: &Tensor, w: &Window, fill: f64, out: &TensorType) -> Vec<f64> {
                         None => fill,
                     };
                     y.push(v);
+                }
+            }
+        }
+    }
+    y
+}
+
+/// The windows as rows of a channels-last image (see [`Op::Im2Row`]).
+fn im2row(x: &Tensor, w: &Window, fill: f64) -> Vec<f64> {
+    let [n, h, wd, c] = [x.ty.shape[0], x.ty.shape[1], x.ty.shape[2], x.ty.shape[3]];
+    let [oh, ow] = w.output([h, wd]).unwrap_or([0, 0]);
+    let kk = w.kernel[0] * w.kernel[1];
+    let mut y = Vec::with_capacity(n * oh * ow * kk * c);
+    for p in 0..n {
+        for q in 0..oh * ow {
+            for a in 0..w.kernel[0] {
+                for b in 0..w.kernel[1] {
+                    match window_at(w, [h, wd], [q / ow, q % ow], [a, b]) {
+                        Some([ih, iw]) => {
+                            let at = ((p * h + ih) * wd + iw) * c;
+                            y.extend_from_slice(&x.data[at..at + c]);
+                        }
+                        None => y.extend(std::iter::repeat_n(fill, c)),
+                    }
                 }
             }
         }

@@ -291,6 +291,19 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
                 shape: vec![x[0], x[1], window.kernel[0] * window.kernel[1], oh * ow],
             }
         }
+        Op::Im2Row { window, .. } => {
+            arity(tys, 1)?;
+            let x = &tys[0].shape;
+            if x.len() != 4 {
+                return Err(format!("only 2-D windows: x {x:?}"));
+            }
+            // Channels last: the window's sizes are those of `[N, C, H, W]`.
+            let [oh, ow] = window_output(window, &[x[0], x[3], x[1], x[2]])?;
+            TensorType {
+                elem: tys[0].elem,
+                shape: vec![x[0], oh * ow, window.kernel[0] * window.kernel[1] * x[3]],
+            }
+        }
         Op::MatMul => {
             arity(tys, 2)?;
             let elem = same_elem(tys)?;

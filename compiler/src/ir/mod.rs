@@ -376,6 +376,18 @@ pub enum Op {
         /// The value outside the input.
         fill: f64,
     },
+    /// The windows of a 2-D convolution as rows of a channels-last image
+    /// (an internal step of the lowering): `x [N, H, W, C]` to
+    /// `[N, OH·OW, KH·KW·C]`, element `(n, oh·OW + ow, (kh·KW + kw)·C + c)`
+    /// = `x[n, oh·sh + kh·dh - pt, ow·sw + kw·dw - pl, c]`, or `fill` where
+    /// that is outside `x`. Each window position's channels are a run of one
+    /// row of `x`, so the rows move as blocks however the window is shifted.
+    Im2Row {
+        /// The window.
+        window: Window,
+        /// The value outside the input.
+        fill: f64,
+    },
 }
 
 /// A 2-D window: kernel size, strides, padding, dilations, and the output
@@ -574,6 +586,7 @@ impl Op {
             } => "MaxPool",
             Op::Pool { .. } => "AveragePool",
             Op::Im2Col { .. } => "Im2Col",
+            Op::Im2Row { .. } => "Im2Row",
         }
     }
 }

@@ -275,6 +275,83 @@ impl Lowerer<'_> {
         Ok(())
     }
 
+    /// `Im2Row`: each window position of each image copies, as blocks of
+    /// whole rows of the channels-last input, the pixels its windows read
+    /// into its run of columns; the positions outside the input are `fill`
+    /// (constant data at the result's home, written only there).
+    pub(super) fn im2row(
+        &mut self,
+        n: &Node,
+        w: &crate::ir::Window,
+        fill: f64,
+    ) -> Result<(), LowerError> {
+        let g = self.g;
+        let (x, out) = (n.inputs[0], n.outputs[0]);
+        let xs = g.ty(x).shape.clone();
+        let (nb, h, wd, c) = (xs[0] as i64, xs[1] as i64, xs[2] as i64, xs[3] as i64);
+        let [oh, ow] = w
+            .output([xs[1], xs[2]])
+            .ok_or_else(|| Self::node_err(n, "the window does not fit"))?;
+        let (oh, ow) = (oh as i64, ow as i64);
+        let (src, dst) = (self.home_of(x)?, self.home_of(out)?);
+        let (kh, kw) = (w.kernel[0] as i64, w.kernel[1] as i64);
+        let (sh, sw) = (w.strides[0] as i64, w.strides[1] as i64);
+        let (dh, dw) = (w.dilations[0] as i64, w.dilations[1] as i64);
+        let (pt, pl) = (w.pads[0] as i64, w.pads[1] as i64);
+        let at = |o: i64, k: i64, s: i64, d: i64, p: i64, size: i64| {
+            let q = o * s + k * d - p;
+            (0..size).contains(&q).then_some(q)
+        };
+        // The fill: per output row, each run of window positions outside.
+        let memory = self.e.m.memories[self.home_mem().index()].name.clone();
+        let base = dst.addr()?;
+        for r in 0..nb * oh * ow {
+            let (i, j) = ((r % (oh * ow)) / ow, r % ow);
+            let mut p = 0;
+            while p < kh * kw {
+                let outside = |p: i64| {
+                    at(i, p / kw, sh, dh, pt, h).is_none() || at(j, p % kw, sw, dw, pl, wd).is_none()
+                };
+                if !outside(p) {
+                    p += 1;
+                    continue;
+                }
+                let first = p;
+                while p < kh * kw && outside(p) {
+                    p += 1;
+                }
+                let t = dst.tile(r, first * c, 1, (p - first) * c);
+                let bytes = super::encode(dst.dtype, std::iter::repeat_n(fill, ((p - first) * c) as usize));
+                self.pool.data.push(isa_specs::program::DataSegment {
+                    memory: memory.clone(),
+                    addr: base + t.offset,
+                    bytes,
+                });
+            }
+        }
+        // Each window position: the pixels inside, in evenly spaced runs.
+        for img in 0..nb {
+            for a in 0..kh {
+                for b in 0..kw {
+                    let pairs: Vec<(i64, i64)> = (0..oh)
+                        .filter_map(|i| at(i, a, sh, dh, pt, h).map(|ih| (i, ih)))
+                        .flat_map(|(i, ih)| {
+                            (0..ow).filter_map(move |j| {
+                                at(j, b, sw, dw, pl, wd).map(|iw| {
+                                    ((img * h + ih) * wd + iw, img * oh * ow + i * ow + j)
+                                })
+                            })
+                        })
+                        .collect();
+                    if !pairs.is_empty() {
+                        self.copy_rows(&src, &dst, &pairs, 0, (a * kw + b) * c, c)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `Concat`: each input's rows go to their place in the result.
     pub(super) fn concat(&mut self, n: &Node, axis: usize) -> Result<(), LowerError> {
         let g = self.g;

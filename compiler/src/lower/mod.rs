@@ -267,6 +267,7 @@ fn canon_for(
 ) -> Result<Graph, LowerError> {
     let info = Info::new(m).map_err(err)?;
     let probe = Emitter::new(m, t.isa(), &info);
+    let act = activation_dtype(m, &info)?;
     let caps = canon::Caps {
         min_reduction: !reduce::forms(&probe, crate::ir::ReduceKind::Min).is_empty(),
         round: !ops::ew_forms(&probe, Ew::Call(Func::Round)).is_empty(),
@@ -279,6 +280,10 @@ fn canon_for(
             && ops::lane_broadcast_files(&probe)
                 .first()
                 .is_some_and(|&f| ops::causal_form(&probe, f, (0, 0)).is_some()),
+        // Only where a transfer cannot start at any element: elsewhere
+        // `Im2Col`'s rows move as they are, and the products read them untransposed.
+        conv_rows: Some((info.home_align / act.bytes().max(1)) as usize)
+            .filter(|&per| opts.conv_rows && per > 1),
     };
     canon::prepare(g, caps).map_err(LowerError::from)
 }

@@ -288,6 +288,14 @@ declare_options! {
     /// half as large.
     split_last_rows: SplitLastRows, "no-split-last-rows",
         "Compute a product's last block of rows whole, instead of in two halves where that costs its unit no time (so fewer results are left to drain and store at the end).";
+    /// A convolution of one group over a number of channels that meets
+    /// the home memory's transfer alignment takes its windows as rows of
+    /// the channels-last image (`Im2Row`): each window position's channels
+    /// are a run of one row, so the windows move as blocks however they
+    /// are shifted, rather than as rows of one channel at column offsets
+    /// the transfers cannot take (shifted element by element).
+    conv_rows: ConvRows, "no-conv-rows",
+        "Lay a convolution's windows out channel by channel (`Im2Col`, shifted element by element where a window's offset misses the transfer alignment), instead of as rows of the channels-last image moved in blocks.";
 }
 
 #[cfg(test)]

@@ -344,6 +344,10 @@ impl Lowerer<'_> {
                     self.node_region(ni, "Im2Col", |l, n| l.im2col(n, window, *fill))?;
                     continue;
                 }
+                Op::Im2Row { window, fill } => {
+                    self.node_region(ni, "Im2Row", |l, n| l.im2row(n, window, *fill))?;
+                    continue;
+                }
                 Op::Concat { axis } => {
                     self.node_region(ni, "Concat", |l, n| l.concat(n, *axis))?;
                     continue;
@@ -664,7 +668,22 @@ impl Lowerer<'_> {
             }
         }
         if !matches!(root.op, Op::MatMul) {
-            return self.region_tiles(&None, &plan, root_input, out, &out_home);
+            // Tiles of half the rows while the buffers overflow a memory.
+            let mut most = self.ew_tile(&out_home, plan.len()).0;
+            loop {
+                let attempt = self.attempt();
+                let bufs = self.e.bufs.len();
+                match self
+                    .region_tiles(&None, &plan, root_input, out, &out_home, most)
+                    .and_then(|()| self.fits_on_chip(bufs))
+                {
+                    Err(e) if e.is_overflow() && most > 1 => {
+                        self.undo(attempt);
+                        most /= 2;
+                    }
+                    done => return done,
+                }
+            }
         }
         // One row (per batch) by a transposed matrix that was not
         // transposed: dot products with its rows; failing that, the

@@ -78,8 +78,8 @@ impl Lowerer<'_> {
         let mut last: HashMap<ValueId, usize> = HashMap::new();
         let mut readers: HashMap<ValueId, usize> = HashMap::new();
         for (k, n) in g.nodes.iter().enumerate() {
-            // Im2Col's padding is written as data at load time: at home.
-            if matches!(n.op, Op::Im2Col { .. }) {
+            // Im2Col's and Im2Row's padding is written as data at load time: at home.
+            if matches!(n.op, Op::Im2Col { .. } | Op::Im2Row { .. }) {
                 continue;
             }
             for &o in &n.outputs {

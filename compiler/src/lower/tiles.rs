@@ -168,7 +168,7 @@ impl Lowerer<'_> {
                     self.e.side = None;
                 }
                 let result = self
-                    .region_tiles(&Some(p), plan, root_input, out, out_home)
+                    .region_tiles(&Some(p), plan, root_input, out, out_home, i64::MAX)
                     .and_then(|()| self.fits_on_chip(bufs).inspect_err(|_| overflowed = true));
                 match result {
                     Ok(()) => {
@@ -215,6 +215,7 @@ impl Lowerer<'_> {
         root_input: Option<ValueId>,
         out: ValueId,
         out_home: &Home,
+        rows_most: i64,
     ) -> Result<(), LowerError> {
         let (rows, cols) = (out_home.rows, out_home.cols);
         self.cache.kept_a = None;
@@ -224,14 +225,8 @@ impl Lowerer<'_> {
         let (th, tw) = match &mm {
             Some(p) => (p.tm, p.tn),
             None => {
-                let budget = self.tile_budget();
-                let tw = cols.min(512);
-                // Buffers of fixed-width registers are padded to whole registers.
-                let pitch = machine::rup(tw, self.info.pitch_granule.max(1));
-                let th = (budget / (pitch * 4 * (plan.len() as i64 + 2) * 2))
-                    .clamp(1, 256)
-                    .min(rows);
-                (th, tw)
+                let (th, tw) = self.ew_tile(out_home, plan.len());
+                (th.min(rows_most).max(1), tw)
             }
         };
         let batch_rows = match &mm {
@@ -327,6 +322,20 @@ impl Lowerer<'_> {
             self.tile_epilogue(plan, out, out_home, t)?;
         }
         Ok(())
+    }
+
+    /// The tile of an element-wise region of `steps` steps writing
+    /// `out_home`: rows of up to 512 columns, as many as a budget of the
+    /// smallest on-chip memory takes.
+    pub(super) fn ew_tile(&self, out_home: &Home, steps: usize) -> (i64, i64) {
+        let budget = self.tile_budget();
+        let tw = out_home.cols.min(512);
+        // Buffers of fixed-width registers are padded to whole registers.
+        let pitch = machine::rup(tw, self.info.pitch_granule.max(1));
+        let th = (budget / (pitch * 4 * (steps as i64 + 2) * 2))
+            .clamp(1, 256)
+            .min(out_home.rows);
+        (th, tw)
     }
 
     /// The columns of a product's result `out` (`cols` wide) each reader

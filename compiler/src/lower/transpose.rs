@@ -70,10 +70,22 @@ impl Lowerer<'_> {
         else {
             return self.transpose_by_elements(n, &xin, &yout, batches, r, c);
         };
-        // The largest square tile the instruction takes.
+        // The largest square tile the instruction takes whose source and
+        // result each fit an eighth of their memory (tiles in flight
+        // overlap: the next lands while this one is copied back).
+        let fits = |l: Loc, h: i64, w: i64| match l.place {
+            Place::Mem(mem) => {
+                h * w * l.dtype.bytes() as i64 <= self.e.m.memories[mem.index()].size.value / 8
+            }
+            Place::Reg(_) => true,
+        };
         let mut t = 1i64;
         for size in [128i64, 64, 32, 16, 8, 4, 2, 1] {
-            let op = self.transpose_op(&tc, size.min(r), size.min(c), None, None);
+            let (h, w) = (size.min(r), size.min(c));
+            let op = self.transpose_op(&tc, h, w, None, None);
+            if size > 1 && !(fits(tc.from, h, w) && fits(tc.to, w, h)) {
+                continue;
+            }
             if self.e.check(&op.0, tc.inst).is_ok() {
                 t = size;
                 break;

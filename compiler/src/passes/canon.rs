@@ -58,6 +58,12 @@ pub struct Caps {
     /// `lower::rows::MaskByPosition`), so a mask of 0 and 1 saves its
     /// loads even where a row is one register wide.
     pub mask_by_position: bool,
+    /// Convolutions over a number of channels that is a multiple of this
+    /// (the elements of the home memory's transfer alignment, where that
+    /// is more than one) take their windows as rows of the channels-last
+    /// image (`Im2Row`), moved in blocks; `None` keeps every convolution in
+    /// `Im2Col`'s form.
+    pub conv_rows: Option<usize>,
 }
 
 /// The graph with the rewrites applied (unchanged when none applies).
@@ -444,26 +450,7 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
                 && perm[perm.len() - 1] != perm.len() - 1
                 && !crate::ir::swaps_last_two(perm) =>
         {
-            let r = perm.len();
-            let j = perm[r - 1];
-            // First: every other leading dimension in order, then j, the last kept.
-            let mut q: Vec<usize> = (0..r - 1).filter(|d| *d != j).collect();
-            q.push(j);
-            q.push(r - 1);
-            let mut swap: Vec<usize> = (0..r).collect();
-            swap.swap(r - 2, r - 1);
-            // After both, position k holds input dimension `order[k]`.
-            let mut order = q.clone();
-            order.swap(r - 2, r - 1);
-            let last: Vec<usize> = perm
-                .iter()
-                .map(|p| order.iter().position(|o| o == p).unwrap_or(0))
-                .collect();
-            let mut x = n.inputs[0];
-            for (k, p) in [q, swap].into_iter().enumerate() {
-                let op = Op::Transpose { perm: p };
-                x = out.add_node(format!("{}/step{k}", n.name), op, vec![x])?[0];
-            }
+            let (x, last) = transpose_steps(out, &n.name, n.inputs[0], perm)?;
             out.nodes.push(Node {
                 name: n.name.clone(),
                 op: Op::Transpose { perm: last },
@@ -471,7 +458,13 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
                 outputs: n.outputs.clone(),
             });
         }
-        Op::Conv { window, groups } => conv(g, out, n, window, *groups)?,
+        Op::Conv { window, groups } => {
+            let c = g.ty(n.inputs[0]).shape[1];
+            match caps.conv_rows {
+                Some(per) if *groups <= 1 && c % per.max(1) == 0 => conv_rows(g, out, n, window, per)?,
+                _ => conv(g, out, n, window, *groups)?,
+            }
+        }
         Op::Unary(Unary::Round) if !caps.round => {
             // (x + 1.5·2^23) - 1.5·2^23 in f32 rounds halves to even (|x| < 2^22).
             let elem = g.ty(n.inputs[0]).elem;
@@ -726,6 +719,56 @@ fn gather(g: &mut Graph, n: &Node, axis: usize) -> Result<ValueId, String> {
     Ok(g.add_node(name("lookup"), Op::MatMul, vec![rows, flat])?[0])
 }
 
+/// A transpose that moves the last dimension and others as the steps the
+/// tile lowering has: a permutation of the rows (the last dimension kept)
+/// and a swap of the last two dimensions, added to `out`; returns their
+/// result and the permutation of rows that remains.
+fn transpose_steps(
+    out: &mut Graph,
+    name: &str,
+    x: ValueId,
+    perm: &[usize],
+) -> Result<(ValueId, Vec<usize>), String> {
+    let r = perm.len();
+    let j = perm[r - 1];
+    // First: every other leading dimension in order, then j, the last kept.
+    let mut q: Vec<usize> = (0..r - 1).filter(|d| *d != j).collect();
+    q.push(j);
+    q.push(r - 1);
+    let mut swap: Vec<usize> = (0..r).collect();
+    swap.swap(r - 2, r - 1);
+    // After both, position k holds input dimension `order[k]`.
+    let mut order = q.clone();
+    order.swap(r - 2, r - 1);
+    let last: Vec<usize> = perm
+        .iter()
+        .map(|p| order.iter().position(|o| o == p).unwrap_or(0))
+        .collect();
+    let mut x = x;
+    for (k, p) in [q, swap].into_iter().enumerate() {
+        let op = Op::Transpose { perm: p };
+        x = out.add_node(format!("{name}/step{k}"), op, vec![x])?[0];
+    }
+    Ok((x, last))
+}
+
+/// A transpose of any permutation added to `out` in the steps the tile
+/// lowering has (see [`transpose_steps`]).
+fn transpose(out: &mut Graph, name: &str, x: ValueId, perm: &[usize]) -> Result<ValueId, String> {
+    let r = perm.len();
+    if r <= 2 || perm[r - 1] == r - 1 || crate::ir::swaps_last_two(perm) {
+        let op = Op::Transpose {
+            perm: perm.to_vec(),
+        };
+        return Ok(out.add_node(name.to_owned(), op, vec![x])?[0]);
+    }
+    let (x, last) = transpose_steps(out, name, x, perm)?;
+    if last.iter().enumerate().all(|(i, p)| i == *p) {
+        return Ok(x);
+    }
+    Ok(out.add_node(name.to_owned(), Op::Transpose { perm: last }, vec![x])?[0])
+}
+
 /// The last node of `out` takes over `n`'s outputs, reshaped to them if needed.
 fn finish(out: &mut Graph, n: &Node, y: ValueId) {
     let want = out.ty(n.outputs[0]).shape.clone();
@@ -740,6 +783,119 @@ fn finish(out: &mut Graph, n: &Node, y: ValueId) {
         inputs: vec![y],
         outputs: n.outputs.clone(),
     });
+}
+
+/// `Conv` (one group) as its windows in rows of the channels-last image
+/// (`Im2Row`, `[N, OH·OW, KH·KW·C]`) and one product with the weights
+/// reordered to `[M, KH·KW·C]`, which reads the rows transposed (as rows of
+/// `N`): the result comes out channels first, `[N, M, OH·OW]`.
+fn conv_rows(
+    g: &Graph,
+    out: &mut Graph,
+    n: &Node,
+    window: &Window,
+    per: usize,
+) -> Result<(), String> {
+    let name = |step: &str| format!("{}/{step}", n.name);
+    let (x, w) = (n.inputs[0], n.inputs[1]);
+    let (xs, ws) = (g.ty(x).shape.clone(), g.ty(w).shape.clone());
+    let (c, m, kk) = (xs[1], ws[0], ws[2] * ws[3]);
+    let elem = g.ty(x).elem;
+    let (nb, h, wd) = (xs[0], xs[2], xs[3]);
+    let [oh, ow] = window
+        .output([h, wd])
+        .ok_or("the window does not fit the input")?;
+    // Rows of `per` elements meet the transfer alignment: planes of such
+    // rows are matrices of `H·W` columns as they lie.
+    let dense = |cols: usize| cols % per.max(1) == 0;
+    let last = if dense(wd) {
+        // [N, C, H·W] with its last two swapped, as [N, H, W, C].
+        let op = Op::Reshape {
+            shape: vec![nb, c, h * wd],
+        };
+        let planes = out.add_node(name("planes"), op, vec![x])?[0];
+        let pixels = transpose(out, &name("pixels"), planes, &[0, 2, 1])?;
+        let op = Op::Reshape {
+            shape: vec![nb, h, wd, c],
+        };
+        out.add_node(name("channels_last"), op, vec![pixels])?[0]
+    } else {
+        transpose(out, &name("channels_last"), x, &[0, 2, 3, 1])?
+    };
+    let im2row = Op::Im2Row {
+        window: window.clone(),
+        fill: 0.0,
+    };
+    let rows = out.add_node(name("im2row"), im2row, vec![last])?[0];
+    let bias = |out: &mut Graph, shape: Vec<usize>| -> Result<Option<ValueId>, String> {
+        let Some(&b) = n.inputs.get(2) else {
+            return Ok(None);
+        };
+        Ok(Some(match g.constants.get(&b) {
+            Some(t) => {
+                let ty = TensorType { elem, shape };
+                out.add_constant(name("bias"), Tensor::new(ty, t.data.to_vec()))
+            }
+            None => out.add_node(name("bias"), Op::Reshape { shape }, vec![b])?[0],
+        }))
+    };
+    // [M, C, KH, KW] to [M, KH·KW·C] (position-major, channels inside),
+    // or its transpose.
+    let weights = |out: &mut Graph, transposed: bool| -> Result<ValueId, String> {
+        Ok(match g.constants.get(&w) {
+            Some(t) => {
+                let at = |o: usize, q: usize| t.data[(o * c + q % c) * kk + q / c];
+                let (data, shape) = if transposed {
+                    let d = (0..kk * c).flat_map(|q| (0..m).map(move |o| at(o, q)));
+                    (d.collect(), vec![kk * c, m])
+                } else {
+                    let d = (0..m).flat_map(|o| (0..kk * c).map(move |q| at(o, q)));
+                    (d.collect(), vec![m, kk * c])
+                };
+                out.add_constant(name("weights"), Tensor::new(TensorType { elem, shape }, data))
+            }
+            None => {
+                let op = Op::Reshape {
+                    shape: vec![m, c, kk],
+                };
+                let t = out.add_node(name("weights_planes"), op, vec![w])?[0];
+                let t = transpose(out, &name("weights_last"), t, &[0, 2, 1])?;
+                let op = Op::Reshape {
+                    shape: vec![m, kk * c],
+                };
+                let t = out.add_node(name("weights"), op, vec![t])?[0];
+                match transposed {
+                    true => transpose(out, &name("weights_t"), t, &[1, 0])?,
+                    false => t,
+                }
+            }
+        })
+    };
+    let y = if dense(ow) {
+        // Channels first straight from the product: its rows of `OH·OW`
+        // are the output planes as they lie.
+        let cols = transpose(out, &name("windows"), rows, &[0, 2, 1])?;
+        let wm = weights(out, false)?;
+        let mut y = out.add_node(name("product"), Op::MatMul, vec![wm, cols])?[0];
+        if let Some(b) = bias(out, vec![m, 1])? {
+            y = out.add_node(name("biased"), Op::Add, vec![y, b])?[0];
+        }
+        y
+    } else {
+        // Channels last, then each output row moved whole into its plane.
+        let wt = weights(out, true)?;
+        let mut y = out.add_node(name("product"), Op::MatMul, vec![rows, wt])?[0];
+        if let Some(b) = bias(out, vec![m])? {
+            y = out.add_node(name("biased"), Op::Add, vec![y, b])?[0];
+        }
+        let op = Op::Reshape {
+            shape: vec![nb, oh, ow, m],
+        };
+        let y = out.add_node(name("pixels_out"), op, vec![y])?[0];
+        transpose(out, &name("channels_first"), y, &[0, 3, 1, 2])?
+    };
+    finish(out, n, y);
+    Ok(())
 }
 
 /// `Conv` as `Im2Col` and matrix products (see the module doc).
@@ -1053,6 +1209,7 @@ mod tests {
             lane_broadcast: true,
             row_chunk: Some(2),
             mask_by_position: false,
+            conv_rows: None,
         };
         let build = |c: f64, twice: bool| {
             let mut g = Graph::default();
@@ -1091,6 +1248,7 @@ mod tests {
                 lane_broadcast: true,
                 row_chunk: Some(chunk),
                 mask_by_position: false,
+                conv_rows: None,
             };
             let mut g = Graph::default();
             let x = g.add_value("x", f32s(&[4, 3]));
@@ -1188,6 +1346,7 @@ mod tests {
             lane_broadcast: true,
             row_chunk: Some(2),
             mask_by_position: false,
+            conv_rows: None,
         };
         let out = prepare(&g, caps).expect("prepares");
         let (_, t) = out
