@@ -8,6 +8,7 @@ use super::emit::{MemTile, Pad, Val};
 use super::machine::{Loc, Place};
 use super::{Home, LowerError, Lowerer, err};
 use crate::ir::{Node, Op};
+use isa_specs::model::DType;
 
 /// Row-major strides of the leading dimensions of a shape (the rows of its matrix view).
 fn row_strides(shape: &[usize]) -> Vec<i64> {
@@ -287,69 +288,130 @@ impl Lowerer<'_> {
     ) -> Result<(), LowerError> {
         let g = self.g;
         let (x, out) = (n.inputs[0], n.outputs[0]);
-        let xs = g.ty(x).shape.clone();
-        let (nb, h, wd, c) = (xs[0] as i64, xs[1] as i64, xs[2] as i64, xs[3] as i64);
-        let [oh, ow] = w
-            .output([xs[1], xs[2]])
-            .ok_or_else(|| Self::node_err(n, "the window does not fit"))?;
-        let (oh, ow) = (oh as i64, ow as i64);
+        let geo = Windows::new(&g.ty(x).shape, w).ok_or_else(|| Self::node_err(n, "the window does not fit"))?;
         let (src, dst) = (self.home_of(x)?, self.home_of(out)?);
-        let (kh, kw) = (w.kernel[0] as i64, w.kernel[1] as i64);
-        let (sh, sw) = (w.strides[0] as i64, w.strides[1] as i64);
-        let (dh, dw) = (w.dilations[0] as i64, w.dilations[1] as i64);
-        let (pt, pl) = (w.pads[0] as i64, w.pads[1] as i64);
-        let at = |o: i64, k: i64, s: i64, d: i64, p: i64, size: i64| {
-            let q = o * s + k * d - p;
-            (0..size).contains(&q).then_some(q)
-        };
+        let c = geo.c;
         // The fill: per output row, each run of window positions outside.
         let memory = self.e.m.memories[self.home_mem().index()].name.clone();
         let base = dst.addr()?;
-        for r in 0..nb * oh * ow {
-            let (i, j) = ((r % (oh * ow)) / ow, r % ow);
+        for r in 0..geo.rows() {
             let mut p = 0;
-            while p < kh * kw {
-                let outside = |p: i64| {
-                    at(i, p / kw, sh, dh, pt, h).is_none() || at(j, p % kw, sw, dw, pl, wd).is_none()
-                };
-                if !outside(p) {
+            while p < geo.positions() {
+                if geo.source(r, p).is_some() {
                     p += 1;
                     continue;
                 }
                 let first = p;
-                while p < kh * kw && outside(p) {
+                while p < geo.positions() && geo.source(r, p).is_none() {
                     p += 1;
                 }
                 let t = dst.tile(r, first * c, 1, (p - first) * c);
-                let bytes = super::encode(dst.dtype, std::iter::repeat_n(fill, ((p - first) * c) as usize));
+                let n = ((p - first) * c) as usize;
                 self.pool.data.push(isa_specs::program::DataSegment {
                     memory: memory.clone(),
                     addr: base + t.offset,
-                    bytes,
+                    bytes: super::encode(dst.dtype, std::iter::repeat_n(fill, n)),
                 });
             }
         }
         // Each window position: the pixels inside, in evenly spaced runs.
-        for img in 0..nb {
-            for a in 0..kh {
-                for b in 0..kw {
-                    let pairs: Vec<(i64, i64)> = (0..oh)
-                        .filter_map(|i| at(i, a, sh, dh, pt, h).map(|ih| (i, ih)))
-                        .flat_map(|(i, ih)| {
-                            (0..ow).filter_map(move |j| {
-                                at(j, b, sw, dw, pl, wd).map(|iw| {
-                                    ((img * h + ih) * wd + iw, img * oh * ow + i * ow + j)
-                                })
-                            })
-                        })
-                        .collect();
-                    if !pairs.is_empty() {
-                        self.copy_rows(&src, &dst, &pairs, 0, (a * kw + b) * c, c)?;
-                    }
-                }
+        for p in 0..geo.positions() {
+            let pairs: Vec<(i64, i64)> = (0..geo.rows())
+                .filter_map(|r| geo.source(r, p).map(|f| (f, r)))
+                .collect();
+            if !pairs.is_empty() {
+                self.copy_rows(&src, &dst, &pairs, 0, p * c, c)?;
             }
         }
         Ok(())
+    }
+
+    /// Rows `r0..r0 + h`, columns `c0..c0 + w` of the windows `Im2Row`
+    /// node `wi` would write ([`super::layout::Layout::windows`]), brought
+    /// together in a fresh buffer at `at` (the image's type, laid out as
+    /// `pad` says): one transfer per run of a window position's pixels
+    /// inside one output row (whole rows of the channels-last image, so
+    /// however the window is shifted), and one per run outside from a
+    /// block of the fill value.
+    pub(super) fn window_tile(
+        &mut self,
+        wi: usize,
+        (r0, c0): (i64, i64),
+        (h, w): (i64, i64),
+        at: Loc,
+        pad: Pad,
+    ) -> Result<MemTile, LowerError> {
+        let g = self.g;
+        let n = &g.nodes[wi];
+        let Op::Im2Row { window, fill } = &n.op else {
+            return Err(err("windows without their Im2Row"));
+        };
+        let x = n.inputs[0];
+        let geo = Windows::new(&g.ty(x).shape, window)
+            .ok_or_else(|| Self::node_err(n, "the window does not fit"))?;
+        let src = self.home_of(x)?;
+        let Place::Mem(am) = at.place else {
+            return Err(err("windows brought into registers"));
+        };
+        let c = geo.c;
+        let buf = self.e.buffer_padded(am, at.dtype, h, w, pad);
+        let mut loaded = Vec::new();
+        for p in (c0 / c)..=((c0 + w - 1) / c).min(geo.positions() - 1) {
+            // This position's columns in the tile, and in the image's rows.
+            let (lo, hi) = ((p * c).max(c0), ((p + 1) * c).min(c0 + w));
+            let (cols, from_col, to_col) = (hi - lo, lo - p * c, lo - c0);
+            let mut r = r0;
+            while r < r0 + h {
+                // The run from `r`: inside, evenly spaced in the image; or
+                // outside; within one output row either way.
+                let row_end = ((r / geo.ow) + 1) * geo.ow;
+                let first = geo.source(r, p);
+                let mut e = r + 1;
+                while e < (r0 + h).min(row_end)
+                    && match (first, geo.source(e, p)) {
+                        (Some(f), Some(s)) => s - f == (e - r) * geo.sw,
+                        (None, None) => true,
+                        _ => false,
+                    }
+                {
+                    e += 1;
+                }
+                let len = e - r;
+                let from = match first {
+                    Some(f) => self.rows_tile(&src, f, geo.sw, from_col, len, cols),
+                    None => self
+                        .fill_block(*fill, geo.ow, c, src.dtype)
+                        .view(0, from_col, len, cols),
+                };
+                let into = buf.view(r - r0, to_col, len, cols);
+                loaded.push(self.e.to_loc(Val::Mem(from), at, Some(&into), Pad::Dense).map_err(err)?);
+                r = e;
+            }
+        }
+        for v in &loaded {
+            if let Val::Mem(t) = v {
+                self.e.ready(t).map_err(err)?;
+            }
+        }
+        Ok(buf)
+    }
+
+    /// A `rows` x `cols` block of `value` at home, in `dt` (cached).
+    fn fill_block(&mut self, value: f64, rows: i64, cols: i64, dt: DType) -> MemTile {
+        let key = super::PackKey::Fill {
+            bits: value.to_bits(),
+            rows,
+            cols,
+            dt,
+        };
+        if let Some(t) = self.pool.packed.get(&key) {
+            return t.clone();
+        }
+        let t = self
+            .padded(&vec![value; (rows * cols) as usize], rows, cols, dt)
+            .tile(0, 0, rows, cols);
+        self.pool.packed.insert(key, t.clone());
+        t
     }
 
     /// `Concat`: each input's rows go to their place in the result.
@@ -391,7 +453,7 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    fn home_of(&self, v: crate::ir::ValueId) -> Result<Home, LowerError> {
+    pub(super) fn home_of(&self, v: crate::ir::ValueId) -> Result<Home, LowerError> {
         self.layout.homes.get(&v).cloned().ok_or_else(|| {
             err(format!(
                 "`{}` has no place at home",
@@ -401,7 +463,7 @@ impl Lowerer<'_> {
     }
 
     /// A home tile of `h` rows from row `row`, `step` rows apart.
-    fn rows_tile(&self, home: &Home, row: i64, step: i64, c: i64, h: i64, w: i64) -> MemTile {
+    pub(super) fn rows_tile(&self, home: &Home, row: i64, step: i64, c: i64, h: i64, w: i64) -> MemTile {
         MemTile {
             offset: ((row * home.pitch + c) as u64) * home.dtype.bytes(),
             rows: h,
@@ -416,7 +478,7 @@ impl Lowerer<'_> {
     /// transfer alignment moves an aligned superset and shifts it on chip
     /// element by element (see [`super::scalar`]); the destination's
     /// superset is read first, so the columns around the result survive.
-    fn copy_rows(
+    pub(super) fn copy_rows(
         &mut self,
         src: &Home,
         dst: &Home,
@@ -742,5 +804,70 @@ impl Lowerer<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Where the windows of an `Im2Row` read: row `r` of the windows is output
+/// pixel `(image, i, j)`, its columns `p·C..(p + 1)·C` window position `p`.
+struct Windows {
+    h: i64,
+    w: i64,
+    c: i64,
+    oh: i64,
+    ow: i64,
+    images: i64,
+    kw: i64,
+    kk: i64,
+    sh: i64,
+    sw: i64,
+    dh: i64,
+    dw: i64,
+    pt: i64,
+    pl: i64,
+}
+
+impl Windows {
+    /// The windows `window` places over a channels-last image `[N, H, W, C]`.
+    fn new(shape: &[usize], window: &crate::ir::Window) -> Option<Windows> {
+        let [nb, h, w, c] = <[usize; 4]>::try_from(shape).ok()?;
+        let [oh, ow] = window.output([h, w])?;
+        let i = |v: usize| v as i64;
+        Some(Windows {
+            h: i(h),
+            w: i(w),
+            c: i(c),
+            oh: i(oh),
+            ow: i(ow),
+            images: i(nb),
+            kw: i(window.kernel[1]),
+            kk: i(window.kernel[0] * window.kernel[1]),
+            sh: i(window.strides[0]),
+            sw: i(window.strides[1]),
+            dh: i(window.dilations[0]),
+            dw: i(window.dilations[1]),
+            pt: i(window.pads[0]),
+            pl: i(window.pads[1]),
+        })
+    }
+
+    /// Rows of the windows: output pixels of every image.
+    fn rows(&self) -> i64 {
+        self.images * self.oh * self.ow
+    }
+
+    /// Window positions.
+    fn positions(&self) -> i64 {
+        self.kk
+    }
+
+    /// The image's row (`(image·H + ih)·W + iw`) that window position `p`
+    /// of output pixel `r` reads, or `None` where that is outside.
+    fn source(&self, r: i64, p: i64) -> Option<i64> {
+        let (img, q) = (r / (self.oh * self.ow), r % (self.oh * self.ow));
+        let (i, j) = (q / self.ow, q % self.ow);
+        let ih = i * self.sh + (p / self.kw) * self.dh - self.pt;
+        let iw = j * self.sw + (p % self.kw) * self.dw - self.pl;
+        ((0..self.h).contains(&ih) && (0..self.w).contains(&iw))
+            .then_some((img * self.h + ih) * self.w + iw)
     }
 }

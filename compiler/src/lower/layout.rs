@@ -38,6 +38,10 @@ pub(super) struct Layout {
     /// are not lowered: the heads are read in place ([`Lowerer::head_views`]).
     /// By the transpose's result.
     pub(super) head_views: HashMap<ValueId, HeadView>,
+    /// Convolution windows (`Im2Row`) read only by products, which take
+    /// their tiles straight from the image ([`Lowerer::window_operands`]):
+    /// not lowered. By the windows' value, the `Im2Row` node.
+    pub(super) windows: HashMap<ValueId, usize>,
 }
 
 /// A slice of columns (and the reshape splitting it into heads) not
@@ -300,6 +304,7 @@ impl Lowerer<'_> {
             lives.insert(y, x);
         }
         let mut kept = self.residency(&lives)?;
+        let narrow = self.window_images(&alias);
         // A product writes into its transpose's layout where that is kept
         // on chip, or where its result would not be (a round trip through
         // home saved); not from a result kept on chip to a layout at home
@@ -406,7 +411,7 @@ impl Lowerer<'_> {
             {
                 out_dtype
             } else {
-                self.layout.act
+                narrow.get(&v).copied().unwrap_or(self.layout.act)
             };
             let home = self.new_home(rows, cols, dtype);
             self.layout.homes.insert(v, home);
@@ -746,6 +751,86 @@ impl Lowerer<'_> {
                 (matches!(n.op, Op::MatMul) && several_rows(n))
                     || self.layout.b_transposes.contains(&k)
             })
+    }
+
+    /// `Im2Row` nodes whose result is read only as `A` by products, or as
+    /// `B` through a transpose of [`Self::b_transposes`]: the products
+    /// bring each tile of the windows together from the rows of the image
+    /// ([`Lowerer::window_tile`]) instead of reading them from home, where
+    /// they would take `KH·KW` times the image's bytes.
+    pub(super) fn window_operands(&self) -> HashMap<ValueId, usize> {
+        let g = self.g;
+        let mut out = HashMap::new();
+        for (ni, n) in g.nodes.iter().enumerate() {
+            if !matches!(n.op, Op::Im2Row { .. }) || g.outputs.contains(&n.outputs[0]) {
+                continue;
+            }
+            let y = n.outputs[0];
+            let as_b = |t: usize| {
+                self.layout.b_transposes.contains(&t)
+                    && g.nodes
+                        .iter()
+                        .filter(|r| r.inputs.contains(&g.nodes[t].outputs[0]))
+                        .all(|r| matches!(r.op, Op::MatMul) && r.inputs[0] != g.nodes[t].outputs[0])
+            };
+            let mut readers = (0..g.nodes.len())
+                .filter(|&k| g.nodes[k].inputs.contains(&y))
+                .peekable();
+            let read_in_place = readers.peek().is_some()
+                && readers.all(|k| {
+                    let r = &g.nodes[k];
+                    (matches!(r.op, Op::MatMul) && r.inputs[0] == y && r.inputs[1] != y) || as_b(k)
+                });
+            if read_in_place {
+                out.insert(y, ni);
+            }
+        }
+        out
+    }
+
+    /// The images whose windows products read in place
+    /// ([`Self::window_operands`]), by their roots, and the narrower type
+    /// the products' contractions read them in, where the home memory holds
+    /// it and its rows of channels start aligned: written so, every tile of
+    /// windows is transferred as the contraction reads it, with no
+    /// conversion on chip (the one rounding happens once, as the image is
+    /// written).
+    fn window_images(&self, alias: &HashMap<ValueId, ValueId>) -> HashMap<ValueId, DType> {
+        let g = self.g;
+        let mut out = HashMap::new();
+        let Some(land) = self.landing_of(self.layout.act).ok() else {
+            return out;
+        };
+        let act = self.layout.act;
+        let home = |dt: DType| Loc {
+            place: Place::Mem(self.info.home),
+            dtype: dt,
+        };
+        let Some(dt) = self
+            .fusion
+            .contractions
+            .iter()
+            .filter_map(|c| c.locs(&self.e))
+            .flat_map(|l| [l[1], l[2]])
+            .find(|a| {
+                a.place == land.place
+                    && a.dtype.is_float()
+                    && a.dtype.bytes() < act.bytes()
+                    && self.info.path(&[home(a.dtype)], *a).is_some()
+                    && self.info.path(&[Loc { place: land.place, dtype: act }], home(a.dtype)).is_some()
+            })
+            .map(|a| a.dtype)
+        else {
+            return out;
+        };
+        for &wi in self.layout.windows.values() {
+            let x = g.nodes[wi].inputs[0];
+            let c = *g.ty(x).shape.last().unwrap_or(&1) as u64;
+            if (c * dt.bytes()).is_multiple_of(self.info.home_align) {
+                out.insert(*alias.get(&x).unwrap_or(&x), dt);
+            }
+        }
+        out
     }
 
     /// The transpose in [`Self::b_transposes`] (not lowered after all) that

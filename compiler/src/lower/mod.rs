@@ -284,6 +284,13 @@ fn canon_for(
         // `Im2Col`'s rows move as they are, and the products read them untransposed.
         conv_rows: Some((info.home_align / act.bytes().max(1)) as usize)
             .filter(|&per| opts.conv_rows && per > 1),
+        b_as_rows: opts.layout_fusion
+            && ops::contractions(&probe).iter().any(|c| {
+                c.b_dims.len() == 2
+                    && c.b_dims[0] == ops::Role::N
+                    && c.locs(&probe)
+                        .is_some_and(|l| l[2].place != Place::Mem(info.home))
+            }),
     };
     canon::prepare(g, caps).map_err(LowerError::from)
 }
@@ -410,6 +417,7 @@ impl<'a> Lowerer<'a> {
                 lowered_transposes: Default::default(),
                 sliced: HashMap::new(),
                 head_views: HashMap::new(),
+                windows: HashMap::new(),
             },
             pool: Pool {
                 next_addr: 0,
@@ -497,6 +505,9 @@ impl<'a> Lowerer<'a> {
             self.layout.b_transposes = self.b_transposes();
             self.layout.sliced = self.sliced_transposes();
             self.layout.head_views = self.head_views();
+        }
+        if self.opts.window_operands {
+            self.layout.windows = self.window_operands();
         }
     }
 }

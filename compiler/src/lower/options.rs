@@ -296,6 +296,13 @@ declare_options! {
     /// the transfers cannot take (shifted element by element).
     conv_rows: ConvRows, "no-conv-rows",
         "Lay a convolution's windows out channel by channel (`Im2Col`, shifted element by element where a window's offset misses the transfer alignment), instead of as rows of the channels-last image moved in blocks.";
+    /// A product reading a convolution's windows (`Im2Row`) brings each
+    /// of its tiles together from the rows of the image, instead of the
+    /// windows being written out at home (`KH·KW` times the image) and
+    /// read back.
+    window_operands: WindowOperands, "no-window-operands",
+        "Write a convolution's windows out at home (the image's bytes times the kernel's size) and read them back, instead of bringing each tile of them together from the image's rows as the product reads it.",
+        fallback 5 Always "convolution windows written out at home";
 }
 
 #[cfg(test)]
@@ -331,7 +338,7 @@ mod tests {
         let order: Vec<&str> = fallbacks().iter().map(|(o, _)| o.info().name).collect();
         assert_eq!(
             order,
-            ["fuse_rows", "residency", "broadcast_rows", "fuse_attention"]
+            ["fuse_rows", "residency", "broadcast_rows", "fuse_attention", "window_operands"]
         );
     }
 }

@@ -47,6 +47,13 @@ pub(super) enum PackKey {
         rows: i64,
         cols: i64,
     },
+    /// A `rows` x `cols` block of the number whose bits are `bits`, in `dt`.
+    Fill {
+        bits: u64,
+        rows: i64,
+        cols: i64,
+        dt: DType,
+    },
 }
 
 /// A constant operand of a contraction packed into tile panels

@@ -344,6 +344,8 @@ impl Lowerer<'_> {
                     self.node_region(ni, "Im2Col", |l, n| l.im2col(n, window, *fill))?;
                     continue;
                 }
+                // Its products read the windows from the image.
+                Op::Im2Row { .. } if self.layout.windows.values().any(|&w| w == ni) => continue,
                 Op::Im2Row { window, fill } => {
                     self.node_region(ni, "Im2Row", |l, n| l.im2row(n, window, *fill))?;
                     continue;

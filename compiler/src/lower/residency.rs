@@ -78,16 +78,22 @@ impl Lowerer<'_> {
         let mut last: HashMap<ValueId, usize> = HashMap::new();
         let mut readers: HashMap<ValueId, usize> = HashMap::new();
         for (k, n) in g.nodes.iter().enumerate() {
-            // Im2Col's and Im2Row's padding is written as data at load time: at home.
-            if matches!(n.op, Op::Im2Col { .. } | Op::Im2Row { .. }) {
+            // Im2Col's and Im2Row's padding is written as data at load
+            // time: at home. Windows read in place are read where their
+            // products are.
+            if self.layout.windows.values().any(|&w| w == k) {
                 continue;
             }
-            for &o in &n.outputs {
-                made.insert(o, k);
+            if !matches!(n.op, Op::Im2Col { .. } | Op::Im2Row { .. }) {
+                for &o in &n.outputs {
+                    made.insert(o, k);
+                }
             }
             for i in &n.inputs {
-                // A slice its transpose reads through is read as its input.
+                // A slice its transpose reads through is read as its input;
+                // windows read in place, as their image.
                 let i = self.layout.sliced.get(i).map_or(i, |s| &s.input);
+                let i = self.layout.windows.get(i).map_or(i, |&w| &g.nodes[w].inputs[0]);
                 let root = *alias.get(i).unwrap_or(i);
                 last.insert(root, k);
                 *readers.entry(root).or_default() += 1;

@@ -64,6 +64,10 @@ pub struct Caps {
     /// image (`Im2Row`), moved in blocks; `None` keeps every convolution in
     /// `Im2Col`'s form.
     pub conv_rows: Option<usize>,
+    /// A product reads a computed `B` laid out as rows of `N` (its
+    /// transpose) as it lies: a convolution's product then reads its
+    /// windows so and writes its result channels first.
+    pub b_as_rows: bool,
 }
 
 /// The graph with the rewrites applied (unchanged when none applies).
@@ -461,7 +465,7 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
         Op::Conv { window, groups } => {
             let c = g.ty(n.inputs[0]).shape[1];
             match caps.conv_rows {
-                Some(per) if *groups <= 1 && c % per.max(1) == 0 => conv_rows(g, out, n, window, per)?,
+                Some(per) if *groups <= 1 && c % per.max(1) == 0 => conv_rows(g, out, n, window, (per, caps.b_as_rows))?,
                 _ => conv(g, out, n, window, *groups)?,
             }
         }
@@ -794,7 +798,7 @@ fn conv_rows(
     out: &mut Graph,
     n: &Node,
     window: &Window,
-    per: usize,
+    (per, b_as_rows): (usize, bool),
 ) -> Result<(), String> {
     let name = |step: &str| format!("{}/{step}", n.name);
     let (x, w) = (n.inputs[0], n.inputs[1]);
@@ -871,7 +875,7 @@ fn conv_rows(
             }
         })
     };
-    let y = if dense(ow) {
+    let y = if dense(ow) && b_as_rows {
         // Channels first straight from the product: its rows of `OH·OW`
         // are the output planes as they lie.
         let cols = transpose(out, &name("windows"), rows, &[0, 2, 1])?;
@@ -1210,6 +1214,7 @@ mod tests {
             row_chunk: Some(2),
             mask_by_position: false,
             conv_rows: None,
+            b_as_rows: false,
         };
         let build = |c: f64, twice: bool| {
             let mut g = Graph::default();
@@ -1249,6 +1254,7 @@ mod tests {
                 row_chunk: Some(chunk),
                 mask_by_position: false,
                 conv_rows: None,
+                b_as_rows: false,
             };
             let mut g = Graph::default();
             let x = g.add_value("x", f32s(&[4, 3]));
@@ -1347,6 +1353,7 @@ mod tests {
             row_chunk: Some(2),
             mask_by_position: false,
             conv_rows: None,
+            b_as_rows: false,
         };
         let out = prepare(&g, caps).expect("prepares");
         let (_, t) = out

@@ -521,6 +521,37 @@ impl Lowerer<'_> {
         let batch_row0 = if is_a { p.a_batch[b] } else { p.b_batch[b] };
         let shape = Contraction::shape(dims, mnk);
         let transposed = dims.len() == 2 && dims[0] == if is_a { Role::K } else { Role::N };
+        if let Some(&wi) = self.layout.windows.get(&v) {
+            // Convolution windows: the tile brought together from the image.
+            let at = match (is_a, transposed) {
+                (true, false) => (batch_row0 + r0, c0),
+                (false, true) => (batch_row0 + c0, r0),
+                _ => return Err(err("convolution windows read transposed as `A`")),
+            };
+            let hw = if is_a { (rows, cols) } else { (cols, rows) };
+            let def = &self.e.m.instructions[form.inst.index()];
+            let strided = matches!(
+                &def.operands[if is_a { form.a } else { form.b }].kind,
+                OperandKind::Mem {
+                    stride: Some(_),
+                    ..
+                }
+            );
+            let pad = if strided { Pad::Aligned } else { Pad::Dense };
+            let image = self.home_of(self.g.nodes[wi].inputs[0])?;
+            let land = self.landing_of(image.dtype)?;
+            // Straight into the operand's place where the types agree.
+            let here = if matches!(loc.place, Place::Mem(_)) && loc.dtype == image.dtype {
+                loc
+            } else {
+                land
+            };
+            let t = self.window_tile(wi, at, hw, here, pad)?;
+            if here == loc {
+                return Ok(Val::Mem(t));
+            }
+            return self.e.to_loc(Val::Mem(t), loc, None, pad).map_err(err);
+        }
         let whole: MemTile = if self.g.constants.contains_key(&v) {
             // Pack in the type the operand wants if the home memory can hold it, else the activation type.
             let here = Loc {
