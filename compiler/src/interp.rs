@@ -333,6 +333,10 @@ pub fn eval_node(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, InterpError
         }
         Op::Im2Col { window, fill } => im2col(inputs[0], window, *fill, &out_ty),
         Op::Im2Row { window, fill } => im2row(inputs[0], window, *fill),
+        Op::WindowSum { window } => window_sum(inputs[0], inputs[1], window)
+            .into_iter()
+            .map(|v| round_to(out_ty.elem, v))
+            .collect(),
         Op::Gather { axis } => gather(inputs[0], inputs[1], *axis, &out_ty)?,
         Op::Where => {
             let sel = |t: &Tensor| {
@@ -694,6 +698,31 @@ fn im2row(x: &Tensor, w: &Window, fill: f64) -> Vec<f64> {
                         None => y.extend(std::iter::repeat_n(fill, c)),
                     }
                 }
+            }
+        }
+    }
+    y
+}
+
+/// A depthwise window sum of a channels-last image (see
+/// [`Op::WindowSum`]), accumulated in `f64` and rounded once.
+fn window_sum(x: &Tensor, k: &Tensor, w: &Window) -> Vec<f64> {
+    let [n, h, wd, c] = [x.ty.shape[0], x.ty.shape[1], x.ty.shape[2], x.ty.shape[3]];
+    let [oh, ow] = w.output([h, wd]).unwrap_or([0, 0]);
+    let mut y = Vec::with_capacity(n * oh * ow * c);
+    for p in 0..n {
+        for q in 0..oh * ow {
+            for ch in 0..c {
+                let mut acc = 0.0;
+                for a in 0..w.kernel[0] {
+                    for b in 0..w.kernel[1] {
+                        if let Some([ih, iw]) = window_at(w, [h, wd], [q / ow, q % ow], [a, b]) {
+                            let j = a * w.kernel[1] + b;
+                            acc += x.data[((p * h + ih) * wd + iw) * c + ch] * k.data[j * c + ch];
+                        }
+                    }
+                }
+                y.push(acc);
             }
         }
     }

@@ -304,6 +304,19 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
                 shape: vec![x[0], oh * ow, window.kernel[0] * window.kernel[1] * x[3]],
             }
         }
+        Op::WindowSum { window } => {
+            arity(tys, 2)?;
+            let (x, w) = (&tys[0].shape, &tys[1].shape);
+            let kk = window.kernel[0] * window.kernel[1];
+            if x.len() != 4 || w != &[kk, x[3]] {
+                return Err(format!("a depthwise window sum of x {x:?} by w {w:?}"));
+            }
+            let [oh, ow] = window_output(window, &[x[0], x[3], x[1], x[2]])?;
+            TensorType {
+                elem: same_elem(tys)?,
+                shape: vec![x[0], oh * ow, x[3]],
+            }
+        }
         Op::MatMul => {
             arity(tys, 2)?;
             let elem = same_elem(tys)?;

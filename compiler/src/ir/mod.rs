@@ -388,6 +388,16 @@ pub enum Op {
         /// The value outside the input.
         fill: f64,
     },
+    /// A depthwise 2-D convolution of a channels-last image (an internal
+    /// step of the lowering): `x [N, H, W, C]` and constant weights
+    /// `w [KH·KW, C]` to `[N, OH·OW, C]`, element `(n, oh·OW + ow, c)` =
+    /// the sum over window positions `p = kh·KW + kw` inside `x` of
+    /// `x[n, oh·sh + kh·dh - pt, ow·sw + kw·dw - pl, c] · w[p, c]`: each
+    /// channel its own window, on the vector units.
+    WindowSum {
+        /// The window.
+        window: Window,
+    },
 }
 
 /// A 2-D window: kernel size, strides, padding, dilations, and the output
@@ -587,6 +597,7 @@ impl Op {
             Op::Pool { .. } => "AveragePool",
             Op::Im2Col { .. } => "Im2Col",
             Op::Im2Row { .. } => "Im2Row",
+            Op::WindowSum { .. } => "WindowSum",
         }
     }
 }

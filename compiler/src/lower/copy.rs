@@ -6,9 +6,9 @@
 
 use super::emit::{MemTile, Pad, Val};
 use super::machine::{Loc, Place};
+use super::window::Windows;
 use super::{Home, LowerError, Lowerer, err};
 use crate::ir::{Node, Op};
-use isa_specs::model::DType;
 
 /// Row-major strides of the leading dimensions of a shape (the rows of its matrix view).
 fn row_strides(shape: &[usize]) -> Vec<i64> {
@@ -324,94 +324,6 @@ impl Lowerer<'_> {
             }
         }
         Ok(())
-    }
-
-    /// Rows `r0..r0 + h`, columns `c0..c0 + w` of the windows `Im2Row`
-    /// node `wi` would write ([`super::layout::Layout::windows`]), brought
-    /// together in a fresh buffer at `at` (the image's type, laid out as
-    /// `pad` says): one transfer per run of a window position's pixels
-    /// inside one output row (whole rows of the channels-last image, so
-    /// however the window is shifted), and one per run outside from a
-    /// block of the fill value.
-    pub(super) fn window_tile(
-        &mut self,
-        wi: usize,
-        (r0, c0): (i64, i64),
-        (h, w): (i64, i64),
-        at: Loc,
-        pad: Pad,
-    ) -> Result<MemTile, LowerError> {
-        let g = self.g;
-        let n = &g.nodes[wi];
-        let Op::Im2Row { window, fill } = &n.op else {
-            return Err(err("windows without their Im2Row"));
-        };
-        let x = n.inputs[0];
-        let geo = Windows::new(&g.ty(x).shape, window)
-            .ok_or_else(|| Self::node_err(n, "the window does not fit"))?;
-        let src = self.home_of(x)?;
-        let Place::Mem(am) = at.place else {
-            return Err(err("windows brought into registers"));
-        };
-        let c = geo.c;
-        let buf = self.e.buffer_padded(am, at.dtype, h, w, pad);
-        let mut loaded = Vec::new();
-        for p in (c0 / c)..=((c0 + w - 1) / c).min(geo.positions() - 1) {
-            // This position's columns in the tile, and in the image's rows.
-            let (lo, hi) = ((p * c).max(c0), ((p + 1) * c).min(c0 + w));
-            let (cols, from_col, to_col) = (hi - lo, lo - p * c, lo - c0);
-            let mut r = r0;
-            while r < r0 + h {
-                // The run from `r`: inside, evenly spaced in the image; or
-                // outside; within one output row either way.
-                let row_end = ((r / geo.ow) + 1) * geo.ow;
-                let first = geo.source(r, p);
-                let mut e = r + 1;
-                while e < (r0 + h).min(row_end)
-                    && match (first, geo.source(e, p)) {
-                        (Some(f), Some(s)) => s - f == (e - r) * geo.sw,
-                        (None, None) => true,
-                        _ => false,
-                    }
-                {
-                    e += 1;
-                }
-                let len = e - r;
-                let from = match first {
-                    Some(f) => self.rows_tile(&src, f, geo.sw, from_col, len, cols),
-                    None => self
-                        .fill_block(*fill, geo.ow, c, src.dtype)
-                        .view(0, from_col, len, cols),
-                };
-                let into = buf.view(r - r0, to_col, len, cols);
-                loaded.push(self.e.to_loc(Val::Mem(from), at, Some(&into), Pad::Dense).map_err(err)?);
-                r = e;
-            }
-        }
-        for v in &loaded {
-            if let Val::Mem(t) = v {
-                self.e.ready(t).map_err(err)?;
-            }
-        }
-        Ok(buf)
-    }
-
-    /// A `rows` x `cols` block of `value` at home, in `dt` (cached).
-    fn fill_block(&mut self, value: f64, rows: i64, cols: i64, dt: DType) -> MemTile {
-        let key = super::PackKey::Fill {
-            bits: value.to_bits(),
-            rows,
-            cols,
-            dt,
-        };
-        if let Some(t) = self.pool.packed.get(&key) {
-            return t.clone();
-        }
-        let t = self
-            .padded(&vec![value; (rows * cols) as usize], rows, cols, dt)
-            .tile(0, 0, rows, cols);
-        self.pool.packed.insert(key, t.clone());
-        t
     }
 
     /// `Concat`: each input's rows go to their place in the result.
@@ -807,67 +719,3 @@ impl Lowerer<'_> {
     }
 }
 
-/// Where the windows of an `Im2Row` read: row `r` of the windows is output
-/// pixel `(image, i, j)`, its columns `p·C..(p + 1)·C` window position `p`.
-struct Windows {
-    h: i64,
-    w: i64,
-    c: i64,
-    oh: i64,
-    ow: i64,
-    images: i64,
-    kw: i64,
-    kk: i64,
-    sh: i64,
-    sw: i64,
-    dh: i64,
-    dw: i64,
-    pt: i64,
-    pl: i64,
-}
-
-impl Windows {
-    /// The windows `window` places over a channels-last image `[N, H, W, C]`.
-    fn new(shape: &[usize], window: &crate::ir::Window) -> Option<Windows> {
-        let [nb, h, w, c] = <[usize; 4]>::try_from(shape).ok()?;
-        let [oh, ow] = window.output([h, w])?;
-        let i = |v: usize| v as i64;
-        Some(Windows {
-            h: i(h),
-            w: i(w),
-            c: i(c),
-            oh: i(oh),
-            ow: i(ow),
-            images: i(nb),
-            kw: i(window.kernel[1]),
-            kk: i(window.kernel[0] * window.kernel[1]),
-            sh: i(window.strides[0]),
-            sw: i(window.strides[1]),
-            dh: i(window.dilations[0]),
-            dw: i(window.dilations[1]),
-            pt: i(window.pads[0]),
-            pl: i(window.pads[1]),
-        })
-    }
-
-    /// Rows of the windows: output pixels of every image.
-    fn rows(&self) -> i64 {
-        self.images * self.oh * self.ow
-    }
-
-    /// Window positions.
-    fn positions(&self) -> i64 {
-        self.kk
-    }
-
-    /// The image's row (`(image·H + ih)·W + iw`) that window position `p`
-    /// of output pixel `r` reads, or `None` where that is outside.
-    fn source(&self, r: i64, p: i64) -> Option<i64> {
-        let (img, q) = (r / (self.oh * self.ow), r % (self.oh * self.ow));
-        let (i, j) = (q / self.ow, q % self.ow);
-        let ih = i * self.sh + (p / self.kw) * self.dh - self.pt;
-        let iw = j * self.sw + (p % self.kw) * self.dw - self.pl;
-        ((0..self.h).contains(&ih) && (0..self.w).contains(&iw))
-            .then_some((img * self.h + ih) * self.w + iw)
-    }
-}

@@ -62,6 +62,7 @@ mod stats;
 mod tiles;
 mod transpose;
 pub mod types;
+mod window;
 
 use crate::ir::{Graph, Op};
 use crate::passes::{canon, fuse, rowgroups};
@@ -280,10 +281,8 @@ fn canon_for(
             && ops::lane_broadcast_files(&probe)
                 .first()
                 .is_some_and(|&f| ops::causal_form(&probe, f, (0, 0)).is_some()),
-        // Only where a transfer cannot start at any element: elsewhere
-        // `Im2Col`'s rows move as they are, and the products read them untransposed.
-        conv_rows: Some((info.home_align / act.bytes().max(1)) as usize)
-            .filter(|&per| opts.conv_rows && per > 1),
+        conv_rows: Some((info.home_align / act.bytes().max(1)).max(1) as usize)
+            .filter(|_| opts.conv_rows),
         b_as_rows: opts.layout_fusion
             && ops::contractions(&probe).iter().any(|c| {
                 c.b_dims.len() == 2

@@ -47,6 +47,8 @@ pub(super) enum PackKey {
         rows: i64,
         cols: i64,
     },
+    /// Row `row` of constant `value` repeated `rows` times.
+    RowRepeated { value: ValueId, row: i64, rows: i64 },
     /// A `rows` x `cols` block of the number whose bits are `bits`, in `dt`.
     Fill {
         bits: u64,

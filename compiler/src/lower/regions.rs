@@ -350,6 +350,10 @@ impl Lowerer<'_> {
                     self.node_region(ni, "Im2Row", |l, n| l.im2row(n, window, *fill))?;
                     continue;
                 }
+                Op::WindowSum { window } => {
+                    self.node_region(ni, "WindowSum", |l, n| l.window_sum(n, window))?;
+                    continue;
+                }
                 Op::Concat { axis } => {
                     self.node_region(ni, "Concat", |l, n| l.concat(n, *axis))?;
                     continue;

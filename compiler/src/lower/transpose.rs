@@ -91,6 +91,11 @@ impl Lowerer<'_> {
                 break;
             }
         }
+        let flight_most = match tc.to.place {
+            Place::Mem(mem) => self.e.m.memories[mem.index()].size.value / 4,
+            Place::Reg(_) => i64::MAX,
+        };
+        let mut in_flight: std::collections::VecDeque<(MemTile, i64)> = Default::default();
         for b in 0..batches {
             let mut i = 0;
             while i < r {
@@ -137,9 +142,20 @@ impl Lowerer<'_> {
                         .emit(&op, &refs, Some(tc.inst))
                         .map_err(|e| Self::node_err(n, e))?;
                     let out = yout.tile(b * c + j, i, w, h);
-                    self.e
+                    let stored = self
+                        .e
                         .to_loc(Val::Mem(dst), back, Some(&out), Pad::Dense)
                         .map_err(err)?;
+                    // Tiles on their way back hold their buffers: at most a
+                    // quarter of the memory in flight.
+                    if let Val::Mem(t) = stored {
+                        in_flight.push_back((t, w * h * tc.to.dtype.bytes() as i64));
+                    }
+                    while in_flight.iter().map(|f| f.1).sum::<i64>() > flight_most {
+                        if let Some((t, _)) = in_flight.pop_front() {
+                            self.e.ready(&t).map_err(err)?;
+                        }
+                    }
                     j += w;
                 }
                 i += h;

@@ -58,11 +58,11 @@ pub struct Caps {
     /// `lower::rows::MaskByPosition`), so a mask of 0 and 1 saves its
     /// loads even where a row is one register wide.
     pub mask_by_position: bool,
-    /// Convolutions over a number of channels that is a multiple of this
-    /// (the elements of the home memory's transfer alignment, where that
-    /// is more than one) take their windows as rows of the channels-last
-    /// image (`Im2Row`), moved in blocks; `None` keeps every convolution in
-    /// `Im2Col`'s form.
+    /// The elements of the home memory's transfer alignment: convolutions
+    /// over a multiple of this many channels, where it is more than one,
+    /// take their windows as rows of the channels-last image (`Im2Row`),
+    /// moved in blocks; depthwise ones are window sums over that image
+    /// (`WindowSum`). `None` keeps every convolution in `Im2Col`'s form.
     pub conv_rows: Option<usize>,
     /// A product reads a computed `B` laid out as rows of `N` (its
     /// transpose) as it lies: a convolution's product then reads its
@@ -464,8 +464,18 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
         }
         Op::Conv { window, groups } => {
             let c = g.ty(n.inputs[0]).shape[1];
+            let m = g.ty(n.inputs[1]).shape[0];
+            let depthwise = *groups == c && m == c && g.constants.contains_key(&n.inputs[1]);
             match caps.conv_rows {
-                Some(per) if *groups <= 1 && c % per.max(1) == 0 => conv_rows(g, out, n, window, (per, caps.b_as_rows))?,
+                // Only where a transfer cannot start at any element:
+                // elsewhere `Im2Col`'s rows move as they are, and the
+                // products read them untransposed.
+                Some(per) if *groups <= 1 && per > 1 && c % per == 0 => {
+                    conv_rows(g, out, n, window, (per, caps.b_as_rows))?
+                }
+                Some(per) if depthwise && c % per.max(1) == 0 => {
+                    conv_depthwise(g, out, n, window, per)?
+                }
                 _ => conv(g, out, n, window, *groups)?,
             }
         }
@@ -809,23 +819,8 @@ fn conv_rows(
     let [oh, ow] = window
         .output([h, wd])
         .ok_or("the window does not fit the input")?;
-    // Rows of `per` elements meet the transfer alignment: planes of such
-    // rows are matrices of `H·W` columns as they lie.
     let dense = |cols: usize| cols % per.max(1) == 0;
-    let last = if dense(wd) {
-        // [N, C, H·W] with its last two swapped, as [N, H, W, C].
-        let op = Op::Reshape {
-            shape: vec![nb, c, h * wd],
-        };
-        let planes = out.add_node(name("planes"), op, vec![x])?[0];
-        let pixels = transpose(out, &name("pixels"), planes, &[0, 2, 1])?;
-        let op = Op::Reshape {
-            shape: vec![nb, h, wd, c],
-        };
-        out.add_node(name("channels_last"), op, vec![pixels])?[0]
-    } else {
-        transpose(out, &name("channels_last"), x, &[0, 2, 3, 1])?
-    };
+    let last = channels_last(out, &n.name, x, &xs, per)?;
     let im2row = Op::Im2Row {
         window: window.clone(),
         fill: 0.0,
@@ -898,6 +893,90 @@ fn conv_rows(
         let y = out.add_node(name("pixels_out"), op, vec![y])?[0];
         transpose(out, &name("channels_first"), y, &[0, 3, 1, 2])?
     };
+    finish(out, n, y);
+    Ok(())
+}
+
+/// `x [N, C, H, W]` as `[N, H, W, C]`: where rows of `W` meet the transfer
+/// alignment (`per` elements), `[N, C, H·W]` with its last two swapped, as
+/// the planes lie; else the transpose's steps.
+fn channels_last(
+    out: &mut Graph,
+    node: &str,
+    x: ValueId,
+    xs: &[usize],
+    per: usize,
+) -> Result<ValueId, String> {
+    let name = |step: &str| format!("{node}/{step}");
+    let (nb, c, h, wd) = (xs[0], xs[1], xs[2], xs[3]);
+    if wd % per.max(1) != 0 {
+        return transpose(out, &name("channels_last"), x, &[0, 2, 3, 1]);
+    }
+    let op = Op::Reshape {
+        shape: vec![nb, c, h * wd],
+    };
+    let planes = out.add_node(name("planes"), op, vec![x])?[0];
+    let pixels = transpose(out, &name("pixels"), planes, &[0, 2, 1])?;
+    let op = Op::Reshape {
+        shape: vec![nb, h, wd, c],
+    };
+    Ok(out.add_node(name("channels_last"), op, vec![pixels])?[0])
+}
+
+/// A depthwise `Conv` (one channel per group, constant weights) as a
+/// window sum over the channels-last image (`WindowSum`, each channel
+/// weighted by its own window on the vector units, `[N, OH·OW, C]`), plus
+/// the bias, moved back channels first.
+fn conv_depthwise(
+    g: &Graph,
+    out: &mut Graph,
+    n: &Node,
+    window: &Window,
+    per: usize,
+) -> Result<(), String> {
+    let name = |step: &str| format!("{}/{step}", n.name);
+    let (x, w) = (n.inputs[0], n.inputs[1]);
+    let xs = g.ty(x).shape.clone();
+    let (nb, c, h, wd) = (xs[0], xs[1], xs[2], xs[3]);
+    let kk = window.kernel[0] * window.kernel[1];
+    let [oh, ow] = window
+        .output([h, wd])
+        .ok_or("the window does not fit the input")?;
+    let elem = g.ty(x).elem;
+    let t = g.constants.get(&w).ok_or("depthwise weights are not constant")?;
+    // [C, 1, KH, KW] to [KH·KW, C].
+    let data = (0..kk)
+        .flat_map(|p| (0..c).map(move |ch| (p, ch)))
+        .map(|(p, ch)| t.data[ch * kk + p])
+        .collect();
+    let ty = TensorType {
+        elem,
+        shape: vec![kk, c],
+    };
+    let weights = out.add_constant(name("weights"), Tensor::new(ty, data));
+    let last = channels_last(out, &n.name, x, &xs, per)?;
+    let op = Op::WindowSum {
+        window: window.clone(),
+    };
+    let mut y = out.add_node(name("window_sum"), op, vec![last, weights])?[0];
+    if let Some(&b) = n.inputs.get(2) {
+        let bias = match g.constants.get(&b) {
+            Some(t) => {
+                let ty = TensorType {
+                    elem,
+                    shape: vec![c],
+                };
+                out.add_constant(name("bias"), Tensor::new(ty, t.data.to_vec()))
+            }
+            None => b,
+        };
+        y = out.add_node(name("biased"), Op::Add, vec![y, bias])?[0];
+    }
+    let op = Op::Reshape {
+        shape: vec![nb, oh, ow, c],
+    };
+    let y = out.add_node(name("pixels_out"), op, vec![y])?[0];
+    let y = transpose(out, &name("channels_first"), y, &[0, 3, 1, 2])?;
     finish(out, n, y);
     Ok(())
 }

@@ -1,0 +1,285 @@
+//! Convolution windows read in place: tiles of the windows an `Im2Row`
+//! would write, brought together from the rows of the channels-last image
+//! (for the products reading them, [`super::layout::Layout::windows`]),
+//! and the depthwise window sum (`WindowSum`) on the vector units.
+
+use super::emit::{MemTile, Pad, Val};
+use super::machine::{Loc, Place};
+use super::ops::{self, Ew, Step};
+use super::{LowerError, Lowerer, PackKey, err};
+use crate::ir::{Node, Op, ValueId, Window};
+use isa_specs::model::DType;
+
+impl Lowerer<'_> {
+    /// Rows `r0..r0 + h`, columns `c0..c0 + w` of the windows `Im2Row`
+    /// node `wi` would write ([`super::layout::Layout::windows`]), brought
+    /// together in a fresh buffer at `at` (the image's type, laid out as
+    /// `pad` says): one transfer per run of a window position's pixels
+    /// inside one output row (whole rows of the channels-last image, so
+    /// however the window is shifted), and one per run outside from a
+    /// block of the fill value.
+    pub(super) fn window_tile(
+        &mut self,
+        wi: usize,
+        (r0, c0): (i64, i64),
+        (h, w): (i64, i64),
+        at: Loc,
+        pad: Pad,
+    ) -> Result<MemTile, LowerError> {
+        let g = self.g;
+        let n = &g.nodes[wi];
+        let Op::Im2Row { window, fill } = &n.op else {
+            return Err(err("windows without their Im2Row"));
+        };
+        self.windows_of(n.inputs[0], window, *fill, (r0, c0), (h, w), at, pad)
+            .map_err(|e| Self::at_node(n, e))
+    }
+
+    /// [`Self::window_tile`] of the windows `window` places over image `x`
+    /// (`fill` outside it).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn windows_of(
+        &mut self,
+        x: ValueId,
+        window: &Window,
+        fill: f64,
+        (r0, c0): (i64, i64),
+        (h, w): (i64, i64),
+        at: Loc,
+        pad: Pad,
+    ) -> Result<MemTile, LowerError> {
+        let g = self.g;
+        let geo = Windows::new(&g.ty(x).shape, window).ok_or_else(|| err("the window does not fit"))?;
+        let src = self.home_of(x)?;
+        let Place::Mem(am) = at.place else {
+            return Err(err("windows brought into registers"));
+        };
+        let c = geo.c;
+        let buf = self.e.buffer_padded(am, at.dtype, h, w, pad);
+        let mut loaded = Vec::new();
+        for p in (c0 / c)..=((c0 + w - 1) / c).min(geo.positions() - 1) {
+            // This position's columns in the tile, and in the image's rows.
+            let (lo, hi) = ((p * c).max(c0), ((p + 1) * c).min(c0 + w));
+            let (cols, from_col, to_col) = (hi - lo, lo - p * c, lo - c0);
+            let mut r = r0;
+            while r < r0 + h {
+                // The run from `r`: inside, evenly spaced in the image; or
+                // outside; within one output row either way.
+                let row_end = ((r / geo.ow) + 1) * geo.ow;
+                let first = geo.source(r, p);
+                let mut e = r + 1;
+                while e < (r0 + h).min(row_end)
+                    && match (first, geo.source(e, p)) {
+                        (Some(f), Some(s)) => s - f == (e - r) * geo.sw,
+                        (None, None) => true,
+                        _ => false,
+                    }
+                {
+                    e += 1;
+                }
+                let len = e - r;
+                let from = match first {
+                    Some(f) => self.rows_tile(&src, f, geo.sw, from_col, len, cols),
+                    None => self
+                        .fill_block(fill, geo.ow, c, src.dtype)
+                        .view(0, from_col, len, cols),
+                };
+                let into = buf.view(r - r0, to_col, len, cols);
+                loaded.push(self.e.to_loc(Val::Mem(from), at, Some(&into), Pad::Dense).map_err(err)?);
+                r = e;
+            }
+        }
+        for v in &loaded {
+            if let Val::Mem(t) = v {
+                self.e.ready(t).map_err(err)?;
+            }
+        }
+        Ok(buf)
+    }
+
+    /// A `rows` x `cols` block of `value` at home, in `dt` (cached).
+    fn fill_block(&mut self, value: f64, rows: i64, cols: i64, dt: DType) -> MemTile {
+        let key = super::PackKey::Fill {
+            bits: value.to_bits(),
+            rows,
+            cols,
+            dt,
+        };
+        if let Some(t) = self.pool.packed.get(&key) {
+            return t.clone();
+        }
+        let t = self
+            .padded(&vec![value; (rows * cols) as usize], rows, cols, dt)
+            .tile(0, 0, rows, cols);
+        self.pool.packed.insert(key, t.clone());
+        t
+    }
+
+    /// Row `row` of constant `v` repeated `rows` times at home (cached), for
+    /// machines that cannot broadcast a row down a register.
+    fn repeated_row(&mut self, v: ValueId, row: i64, rows: i64) -> Result<MemTile, LowerError> {
+        let key = PackKey::RowRepeated { value: v, row, rows };
+        if let Some(t) = self.pool.packed.get(&key) {
+            return Ok(t.clone());
+        }
+        let k = self.g.constants.get(&v).ok_or_else(|| err("not a constant"))?;
+        let c = *k.ty.shape.last().unwrap_or(&1) as i64;
+        let line = &k.data[(row * c) as usize..((row + 1) * c) as usize];
+        let data: Vec<f64> = (0..rows).flat_map(|_| line.iter().copied()).collect();
+        let t = self
+            .padded(&data, rows, c, self.layout.act)
+            .tile(0, 0, rows, c);
+        self.pool.packed.insert(key, t.clone());
+        Ok(t)
+    }
+
+    /// `WindowSum`: per tile of output pixels and channels, each window
+    /// position's tile of the image ([`Self::windows_of`]) times that
+    /// position's row of weights, accumulated by multiply-adds in the
+    /// vector registers; tiles of half the rows while the buffers
+    /// overflow a memory.
+    pub(super) fn window_sum(&mut self, n: &Node, window: &Window) -> Result<(), LowerError> {
+        let g = self.g;
+        let (x, wv, out) = (n.inputs[0], n.inputs[1], n.outputs[0]);
+        let k = g
+            .constants
+            .get(&wv)
+            .ok_or_else(|| Self::node_err(n, "depthwise weights that are not constant"))?;
+        let out_home = self.home_of(out)?;
+        let (kk, c) = (k.ty.shape[0] as i64, k.ty.shape[1] as i64);
+        let key = PackKey::Own(wv);
+        let weights = match self.pool.packed.get(&key) {
+            Some(t) => t.clone(),
+            None => {
+                let t = self
+                    .padded(&k.data, kk, c, self.layout.act)
+                    .tile(0, 0, kk, c);
+                self.pool.packed.insert(key, t.clone());
+                t
+            }
+        };
+        let image = self.home_of(x)?;
+        let land = self.landing_of(image.dtype)?;
+        let to = Loc {
+            place: Place::Mem(out_home.mem),
+            dtype: out_home.dtype,
+        };
+        let (rows, cols) = (out_home.rows, out_home.cols);
+        // Every window position's tile may be in flight at once.
+        let mut most = self.ew_tile(&out_home, kk as usize + 2).0;
+        loop {
+            let attempt = self.attempt();
+            let bufs = self.e.bufs.len();
+            let (th, tw) = (most.min(rows).max(1), cols.min(512));
+            self.cache.staged_rows.clear();
+            let done = (|| {
+                for r in (0..rows).step_by(th as usize) {
+                    let h = th.min(rows - r);
+                    for c0 in (0..cols).step_by(tw as usize) {
+                        let w = tw.min(cols - c0);
+                        let mut acc: Option<Val> = None;
+                        for p in 0..kk {
+                            let t = self.windows_of(x, window, 0.0, (r, p * c + c0), (h, w), land, Pad::Registers)?;
+                            let row = if ops::can_broadcast_rows(&self.e) {
+                                self.staged_row(wv, &weights, p, c0, w)?
+                            } else {
+                                Val::Mem(self.repeated_row(wv, p, th)?.view(0, c0, h, w))
+                            };
+                            let mut steps = vec![Step {
+                                ew: Ew::Mul,
+                                other: Some(row),
+                                swapped: false,
+                                third: None,
+                            }];
+                            if let Some(a) = acc.take() {
+                                steps.push(Step {
+                                    ew: Ew::Add,
+                                    other: Some(a),
+                                    swapped: false,
+                                    third: None,
+                                });
+                            }
+                            acc = Some(ops::chain(&mut self.e, Val::Mem(t), &steps).map_err(err)?);
+                        }
+                        let acc = acc.ok_or_else(|| err("an empty window"))?;
+                        let dst = out_home.tile(r, c0, h, w);
+                        self.e.to_loc(acc, to, Some(&dst), Pad::Dense).map_err(err)?;
+                    }
+                }
+                self.fits_on_chip(bufs)
+            })();
+            match done {
+                Err(e) if e.is_overflow() && most > 1 => {
+                    self.undo(attempt);
+                    most /= 2;
+                }
+                done => return done,
+            }
+        }
+    }
+}
+
+/// Where the windows of an `Im2Row` read: row `r` of the windows is output
+/// pixel `(image, i, j)`, its columns `p·C..(p + 1)·C` window position `p`.
+pub(super) struct Windows {
+    h: i64,
+    w: i64,
+    pub(super) c: i64,
+    oh: i64,
+    ow: i64,
+    images: i64,
+    kw: i64,
+    kk: i64,
+    sh: i64,
+    sw: i64,
+    dh: i64,
+    dw: i64,
+    pt: i64,
+    pl: i64,
+}
+
+impl Windows {
+    /// The windows `window` places over a channels-last image `[N, H, W, C]`.
+    pub(super) fn new(shape: &[usize], window: &crate::ir::Window) -> Option<Windows> {
+        let [nb, h, w, c] = <[usize; 4]>::try_from(shape).ok()?;
+        let [oh, ow] = window.output([h, w])?;
+        let i = |v: usize| v as i64;
+        Some(Windows {
+            h: i(h),
+            w: i(w),
+            c: i(c),
+            oh: i(oh),
+            ow: i(ow),
+            images: i(nb),
+            kw: i(window.kernel[1]),
+            kk: i(window.kernel[0] * window.kernel[1]),
+            sh: i(window.strides[0]),
+            sw: i(window.strides[1]),
+            dh: i(window.dilations[0]),
+            dw: i(window.dilations[1]),
+            pt: i(window.pads[0]),
+            pl: i(window.pads[1]),
+        })
+    }
+
+    /// Rows of the windows: output pixels of every image.
+    pub(super) fn rows(&self) -> i64 {
+        self.images * self.oh * self.ow
+    }
+
+    /// Window positions.
+    pub(super) fn positions(&self) -> i64 {
+        self.kk
+    }
+
+    /// The image's row (`(image·H + ih)·W + iw`) that window position `p`
+    /// of output pixel `r` reads, or `None` where that is outside.
+    pub(super) fn source(&self, r: i64, p: i64) -> Option<i64> {
+        let (img, q) = (r / (self.oh * self.ow), r % (self.oh * self.ow));
+        let (i, j) = (q / self.ow, q % self.ow);
+        let ih = i * self.sh + (p / self.kw) * self.dh - self.pt;
+        let iw = j * self.sw + (p % self.kw) * self.dw - self.pl;
+        ((0..self.h).contains(&ih) && (0..self.w).contains(&iw))
+            .then_some((img * self.h + ih) * self.w + iw)
+    }
+}
