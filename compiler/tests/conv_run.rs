@@ -73,6 +73,123 @@ fn convolutions_with_padding_strides_dilations_and_groups() {
     }
 }
 
+/// The regions vliw-systolic compiles `g` into, its outputs checked
+/// against the interpreter.
+fn vliw_regions(g: &compiler::ir::Graph) -> Vec<String> {
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let inputs = compiler::run::random_inputs(g, 3);
+    let r = compiler::run::run(t, t.machine(), g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    r.compiled
+        .regions
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// Channel counts that meet the transfer alignment take the channels-last
+/// forms where the machine's transfers cannot start at any element: the
+/// windows as rows read in place by the product, a depthwise convolution
+/// as one window sum. Odd widths, strides, dilations, asymmetric pads, two
+/// images, and computed weights, on every target.
+#[test]
+fn convolutions_over_aligned_channels_take_their_windows_as_rows() {
+    let ints = AttributeProto::ints;
+    type Case = (&'static str, Vec<AttributeProto>, [i64; 4], [i64; 4]);
+    let cases: Vec<Case> = vec![
+        (
+            "3x3 same, two images",
+            vec![ints("pads", &[1, 1, 1, 1])],
+            [2, 16, 6, 8],
+            [8, 16, 3, 3],
+        ),
+        (
+            "stride 2, odd width",
+            vec![ints("pads", &[1, 1, 1, 1]), ints("strides", &[2, 2])],
+            [1, 16, 7, 9],
+            [16, 16, 3, 3],
+        ),
+        (
+            "dilation, asymmetric pads",
+            vec![ints("pads", &[0, 2, 1, 0]), ints("dilations", &[2, 1])],
+            [1, 16, 7, 5],
+            [8, 16, 2, 3],
+        ),
+        (
+            "depthwise, stride 2",
+            vec![
+                AttributeProto::int("group", 16),
+                ints("pads", &[1, 1, 1, 1]),
+                ints("strides", &[2, 2]),
+            ],
+            [1, 16, 9, 8],
+            [16, 1, 3, 3],
+        ),
+        (
+            "depthwise 5x5, asymmetric pads",
+            vec![
+                AttributeProto::int("group", 16),
+                ints("pads", &[2, 1, 2, 3]),
+            ],
+            [1, 16, 6, 6],
+            [16, 1, 5, 5],
+        ),
+    ];
+    for (what, attrs, x, w) in cases {
+        let inits = vec![ramp("w", &w, -0.5, 0.03), ramp("b", &[w[0]], 0.1, 0.05)];
+        let g = build(vec![conv(attrs, true)], &x, inits);
+        check(&g, what);
+        let regions = vliw_regions(&g);
+        let form = if w[1] == 1 { "WindowSum" } else { "MatMul" };
+        assert!(
+            regions.iter().any(|r| r.starts_with(form)),
+            "{what}: {regions:?}"
+        );
+        assert!(
+            !regions
+                .iter()
+                .any(|r| r.starts_with("Im2Col") || r.starts_with("Im2Row")),
+            "{what}: the windows are read in place: {regions:?}"
+        );
+    }
+    // Weights computed at run time: the product reads them reordered.
+    let x = [1, 16, 5, 6];
+    let w = NodeProto::new("Relu", "w", &["wi"], &["w"]);
+    let inits = vec![
+        ramp("wi", &[8, 16, 3, 3], -0.5, 0.03),
+        ramp("b", &[8], 0.1, 0.05),
+    ];
+    let mut g = build(
+        vec![w, conv(vec![ints("pads", &[1, 1, 1, 1])], true)],
+        &x,
+        inits,
+    );
+    check(&g, "computed weights");
+    // The windows written out at home when the product may not read them in place.
+    g = build(
+        vec![conv(vec![ints("pads", &[1, 1, 1, 1])], true)],
+        &x,
+        vec![
+            ramp("w", &[8, 16, 3, 3], -0.5, 0.03),
+            ramp("b", &[8], 0.1, 0.05),
+        ],
+    );
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let inputs = compiler::run::random_inputs(&g, 3);
+    let opts = compiler::lower::Options {
+        window_operands: false,
+        ..Default::default()
+    };
+    let r = compiler::run::run_with(t, t.machine(), &g, &inputs, None, opts).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    assert!(
+        r.compiled
+            .regions
+            .iter()
+            .any(|(n, _)| n.starts_with("Im2Row"))
+    );
+}
+
 #[test]
 fn max_average_and_global_pooling() {
     let ints = AttributeProto::ints;

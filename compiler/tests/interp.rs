@@ -595,3 +595,89 @@ proptest! {
         prop_assert_eq!(eval(Op::Transpose { perm: inv }, &[&y]), x);
     }
 }
+
+/// A graph of one `Conv` of `x [n, c, h, w]` by constant weights `[m, c / groups, kh, kw]`.
+fn conv_graph(x: [usize; 4], m: usize, groups: usize, window: &compiler::ir::Window) -> Graph {
+    let mut g = Graph::default();
+    let xv = g.add_value("x", ty(ElemType::F32, &x));
+    g.inputs.push(xv);
+    let ws = [m, x[1] / groups, window.kernel[0], window.kernel[1]];
+    let n: usize = ws.iter().product();
+    let w = g.add_constant(
+        "w",
+        f32t(
+            &ws,
+            &(0..n)
+                .map(|i| ((i * 37 % 23) as f64 - 11.0) / 16.0)
+                .collect::<Vec<_>>(),
+        ),
+    );
+    let b = g.add_constant(
+        "b",
+        f32t(&[m], &(0..m).map(|i| i as f64 / 8.0).collect::<Vec<_>>()),
+    );
+    let op = Op::Conv {
+        window: window.clone(),
+        groups,
+    };
+    let y = g.add_node("conv", op, vec![xv, w, b]).expect("conv")[0];
+    g.outputs.push(y);
+    g
+}
+
+/// The channels-last forms the canonicalisation gives convolutions (the
+/// windows as rows, `Im2Row`, and a product; a depthwise window sum,
+/// `WindowSum`) compute what the direct convolution does, on the
+/// interpreter: over strides, dilations, asymmetric pads and two images.
+#[test]
+fn channels_last_convolutions_compute_the_direct_convolution() {
+    use compiler::passes::canon::{Caps, prepare};
+    let caps = Caps {
+        min_reduction: true,
+        round: true,
+        lane_broadcast: true,
+        row_chunk: None,
+        mask_by_position: false,
+        conv_rows: Some(2),
+        b_as_rows: false,
+    };
+    let window = |k: usize, s: usize, pads: [usize; 4], d: usize| compiler::ir::Window {
+        kernel: [k, k],
+        strides: [s, s],
+        pads,
+        dilations: [d, d],
+        ceil: false,
+    };
+    let cases = [
+        ([2, 4, 5, 6], 3, 1, window(3, 1, [1, 1, 1, 1], 1), "Im2Row"),
+        ([1, 4, 7, 5], 2, 1, window(3, 2, [0, 2, 1, 0], 1), "Im2Row"),
+        ([1, 2, 7, 7], 4, 1, window(2, 1, [1, 0, 0, 1], 2), "Im2Row"),
+        (
+            [2, 4, 6, 5],
+            4,
+            4,
+            window(3, 2, [1, 1, 2, 1], 1),
+            "WindowSum",
+        ),
+    ];
+    for (x, m, groups, w, form) in cases {
+        let g = conv_graph(x, m, groups, &w);
+        let p = prepare(&g, caps).expect("prepares");
+        assert!(p.nodes.iter().any(|n| n.op.name() == form), "{form}: {p}");
+        let n: usize = x.iter().product();
+        let input = f32t(
+            &x,
+            &(0..n)
+                .map(|i| ((i * 13 % 17) as f64 - 8.0) / 4.0)
+                .collect::<Vec<_>>(),
+        );
+        let direct = run(&g, std::slice::from_ref(&input)).expect("runs");
+        let rows = run(&p, std::slice::from_ref(&input)).expect("runs");
+        for (a, b) in direct[0].data.iter().zip(rows[0].data.iter()) {
+            assert!(
+                (a - b).abs() <= 1e-5 * a.abs().max(1.0),
+                "{form} {x:?}: {a} vs {b}"
+            );
+        }
+    }
+}

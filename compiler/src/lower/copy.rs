@@ -288,7 +288,8 @@ impl Lowerer<'_> {
     ) -> Result<(), LowerError> {
         let g = self.g;
         let (x, out) = (n.inputs[0], n.outputs[0]);
-        let geo = Windows::new(&g.ty(x).shape, w).ok_or_else(|| Self::node_err(n, "the window does not fit"))?;
+        let geo = Windows::new(&g.ty(x).shape, w)
+            .ok_or_else(|| Self::node_err(n, "the window does not fit"))?;
         let (src, dst) = (self.home_of(x)?, self.home_of(out)?);
         let c = geo.c;
         // The fill: per output row, each run of window positions outside.
@@ -375,7 +376,15 @@ impl Lowerer<'_> {
     }
 
     /// A home tile of `h` rows from row `row`, `step` rows apart.
-    pub(super) fn rows_tile(&self, home: &Home, row: i64, step: i64, c: i64, h: i64, w: i64) -> MemTile {
+    pub(super) fn rows_tile(
+        &self,
+        home: &Home,
+        row: i64,
+        step: i64,
+        c: i64,
+        h: i64,
+        w: i64,
+    ) -> MemTile {
         MemTile {
             offset: ((row * home.pitch + c) as u64) * home.dtype.bytes(),
             rows: h,
@@ -718,4 +727,3 @@ impl Lowerer<'_> {
         Ok(())
     }
 }
-

@@ -817,7 +817,16 @@ impl Lowerer<'_> {
                     && a.dtype.is_float()
                     && a.dtype.bytes() < act.bytes()
                     && self.info.path(&[home(a.dtype)], *a).is_some()
-                    && self.info.path(&[Loc { place: land.place, dtype: act }], home(a.dtype)).is_some()
+                    && self
+                        .info
+                        .path(
+                            &[Loc {
+                                place: land.place,
+                                dtype: act,
+                            }],
+                            home(a.dtype),
+                        )
+                        .is_some()
             })
             .map(|a| a.dtype)
         else {

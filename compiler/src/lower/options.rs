@@ -338,7 +338,13 @@ mod tests {
         let order: Vec<&str> = fallbacks().iter().map(|(o, _)| o.info().name).collect();
         assert_eq!(
             order,
-            ["fuse_rows", "residency", "broadcast_rows", "fuse_attention", "window_operands"]
+            [
+                "fuse_rows",
+                "residency",
+                "broadcast_rows",
+                "fuse_attention",
+                "window_operands"
+            ]
         );
     }
 }

@@ -93,7 +93,11 @@ impl Lowerer<'_> {
                 // A slice its transpose reads through is read as its input;
                 // windows read in place, as their image.
                 let i = self.layout.sliced.get(i).map_or(i, |s| &s.input);
-                let i = self.layout.windows.get(i).map_or(i, |&w| &g.nodes[w].inputs[0]);
+                let i = self
+                    .layout
+                    .windows
+                    .get(i)
+                    .map_or(i, |&w| &g.nodes[w].inputs[0]);
                 let root = *alias.get(i).unwrap_or(i);
                 last.insert(root, k);
                 *readers.entry(root).or_default() += 1;

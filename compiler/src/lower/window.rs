@@ -49,7 +49,8 @@ impl Lowerer<'_> {
         pad: Pad,
     ) -> Result<MemTile, LowerError> {
         let g = self.g;
-        let geo = Windows::new(&g.ty(x).shape, window).ok_or_else(|| err("the window does not fit"))?;
+        let geo =
+            Windows::new(&g.ty(x).shape, window).ok_or_else(|| err("the window does not fit"))?;
         let src = self.home_of(x)?;
         let Place::Mem(am) = at.place else {
             return Err(err("windows brought into registers"));
@@ -85,7 +86,11 @@ impl Lowerer<'_> {
                         .view(0, from_col, len, cols),
                 };
                 let into = buf.view(r - r0, to_col, len, cols);
-                loaded.push(self.e.to_loc(Val::Mem(from), at, Some(&into), Pad::Dense).map_err(err)?);
+                loaded.push(
+                    self.e
+                        .to_loc(Val::Mem(from), at, Some(&into), Pad::Dense)
+                        .map_err(err)?,
+                );
                 r = e;
             }
         }
@@ -118,11 +123,19 @@ impl Lowerer<'_> {
     /// Row `row` of constant `v` repeated `rows` times at home (cached), for
     /// machines that cannot broadcast a row down a register.
     fn repeated_row(&mut self, v: ValueId, row: i64, rows: i64) -> Result<MemTile, LowerError> {
-        let key = PackKey::RowRepeated { value: v, row, rows };
+        let key = PackKey::RowRepeated {
+            value: v,
+            row,
+            rows,
+        };
         if let Some(t) = self.pool.packed.get(&key) {
             return Ok(t.clone());
         }
-        let k = self.g.constants.get(&v).ok_or_else(|| err("not a constant"))?;
+        let k = self
+            .g
+            .constants
+            .get(&v)
+            .ok_or_else(|| err("not a constant"))?;
         let c = *k.ty.shape.last().unwrap_or(&1) as i64;
         let line = &k.data[(row * c) as usize..((row + 1) * c) as usize];
         let data: Vec<f64> = (0..rows).flat_map(|_| line.iter().copied()).collect();
@@ -179,7 +192,15 @@ impl Lowerer<'_> {
                         let w = tw.min(cols - c0);
                         let mut acc: Option<Val> = None;
                         for p in 0..kk {
-                            let t = self.windows_of(x, window, 0.0, (r, p * c + c0), (h, w), land, Pad::Registers)?;
+                            let t = self.windows_of(
+                                x,
+                                window,
+                                0.0,
+                                (r, p * c + c0),
+                                (h, w),
+                                land,
+                                Pad::Registers,
+                            )?;
                             let row = if ops::can_broadcast_rows(&self.e) {
                                 self.staged_row(wv, &weights, p, c0, w)?
                             } else {
@@ -203,7 +224,9 @@ impl Lowerer<'_> {
                         }
                         let acc = acc.ok_or_else(|| err("an empty window"))?;
                         let dst = out_home.tile(r, c0, h, w);
-                        self.e.to_loc(acc, to, Some(&dst), Pad::Dense).map_err(err)?;
+                        self.e
+                            .to_loc(acc, to, Some(&dst), Pad::Dense)
+                            .map_err(err)?;
                     }
                 }
                 self.fits_on_chip(bufs)

@@ -470,11 +470,11 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
                 // Only where a transfer cannot start at any element:
                 // elsewhere `Im2Col`'s rows move as they are, and the
                 // products read them untransposed.
-                Some(per) if *groups <= 1 && per > 1 && c % per == 0 => {
-                    conv_rows(g, out, n, window, (per, caps.b_as_rows))?
+                Some(per) if *groups <= 1 && per > 1 && c.is_multiple_of(per) => {
+                    conv_rows(g, out, n, window, (per, caps.b_as_rows))?;
                 }
-                Some(per) if depthwise && c % per.max(1) == 0 => {
-                    conv_depthwise(g, out, n, window, per)?
+                Some(per) if depthwise && c.is_multiple_of(per.max(1)) => {
+                    conv_depthwise(g, out, n, window, per)?;
                 }
                 _ => conv(g, out, n, window, *groups)?,
             }
@@ -819,7 +819,7 @@ fn conv_rows(
     let [oh, ow] = window
         .output([h, wd])
         .ok_or("the window does not fit the input")?;
-    let dense = |cols: usize| cols % per.max(1) == 0;
+    let dense = |cols: usize| cols.is_multiple_of(per.max(1));
     let last = channels_last(out, &n.name, x, &xs, per)?;
     let im2row = Op::Im2Row {
         window: window.clone(),
@@ -851,7 +851,10 @@ fn conv_rows(
                     let d = (0..m).flat_map(|o| (0..kk * c).map(move |q| at(o, q)));
                     (d.collect(), vec![m, kk * c])
                 };
-                out.add_constant(name("weights"), Tensor::new(TensorType { elem, shape }, data))
+                out.add_constant(
+                    name("weights"),
+                    Tensor::new(TensorType { elem, shape }, data),
+                )
             }
             None => {
                 let op = Op::Reshape {
@@ -909,7 +912,7 @@ fn channels_last(
 ) -> Result<ValueId, String> {
     let name = |step: &str| format!("{node}/{step}");
     let (nb, c, h, wd) = (xs[0], xs[1], xs[2], xs[3]);
-    if wd % per.max(1) != 0 {
+    if !wd.is_multiple_of(per.max(1)) {
         return transpose(out, &name("channels_last"), x, &[0, 2, 3, 1]);
     }
     let op = Op::Reshape {
@@ -943,7 +946,10 @@ fn conv_depthwise(
         .output([h, wd])
         .ok_or("the window does not fit the input")?;
     let elem = g.ty(x).elem;
-    let t = g.constants.get(&w).ok_or("depthwise weights are not constant")?;
+    let t = g
+        .constants
+        .get(&w)
+        .ok_or("depthwise weights are not constant")?;
     // [C, 1, KH, KW] to [KH·KW, C].
     let data = (0..kk)
         .flat_map(|p| (0..c).map(move |ch| (p, ch)))
