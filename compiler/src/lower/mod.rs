@@ -240,6 +240,10 @@ pub fn compile_mapped(
                                 && !rowgroups::row_groups(&canon_for(t, m, g, opts)?).is_empty()
                         }
                         When::Attention => !fuse::attention(&canon_for(t, m, g, opts)?).is_empty(),
+                        When::ConvWindows => canon_for(t, m, g, opts)?
+                            .nodes
+                            .iter()
+                            .any(|n| matches!(n.op, crate::ir::Op::Im2Row { .. })),
                     };
                     if applies {
                         step = Some((o, f));

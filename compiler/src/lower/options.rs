@@ -46,6 +46,8 @@ pub enum When {
     RowGroupsAndNoNodeBlamed,
     /// When the graph has an attention to fuse.
     Attention,
+    /// When the graph has convolution windows (`Im2Row`).
+    ConvWindows,
 }
 
 macro_rules! declare_options {
@@ -302,7 +304,7 @@ declare_options! {
     /// read back.
     window_operands: WindowOperands, "no-window-operands",
         "Write a convolution's windows out at home (the image's bytes times the kernel's size) and read them back, instead of bringing each tile of them together from the image's rows as the product reads it.",
-        fallback 5 Always "convolution windows written out at home";
+        fallback 0 ConvWindows "convolution windows written out at home";
 }
 
 #[cfg(test)]
@@ -339,11 +341,11 @@ mod tests {
         assert_eq!(
             order,
             [
+                "window_operands",
                 "fuse_rows",
                 "residency",
                 "broadcast_rows",
-                "fuse_attention",
-                "window_operands"
+                "fuse_attention"
             ]
         );
     }

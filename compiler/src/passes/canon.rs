@@ -821,11 +821,20 @@ fn conv_rows(
         .ok_or("the window does not fit the input")?;
     let dense = |cols: usize| cols.is_multiple_of(per.max(1));
     let last = channels_last(out, &n.name, x, &xs, per)?;
-    let im2row = Op::Im2Row {
-        window: window.clone(),
-        fill: 0.0,
+    // A pointwise window (1×1, stride 1, no padding) is the image itself.
+    let pointwise = window.kernel == [1, 1] && window.strides == [1, 1] && window.pads == [0; 4];
+    let rows = if pointwise {
+        let op = Op::Reshape {
+            shape: vec![nb, h * wd, c],
+        };
+        out.add_node(name("pixels_in"), op, vec![last])?[0]
+    } else {
+        let im2row = Op::Im2Row {
+            window: window.clone(),
+            fill: 0.0,
+        };
+        out.add_node(name("im2row"), im2row, vec![last])?[0]
     };
-    let rows = out.add_node(name("im2row"), im2row, vec![last])?[0];
     let bias = |out: &mut Graph, shape: Vec<usize>| -> Result<Option<ValueId>, String> {
         let Some(&b) = n.inputs.get(2) else {
             return Ok(None);
