@@ -387,6 +387,56 @@ pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> (f64, f64, bool) 
     (abs, rel, ok)
 }
 
+/// `n` seeded values in [-1, 1), rounded to f32, from `seed`.
+fn seeded(seed: u64, n: usize) -> Vec<f64> {
+    let mut s: u64 = 0x2545_F491_4F6C_DD1D ^ seed;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let unit = (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+            ElemType::F32.round(unit)
+        })
+        .collect()
+}
+
+/// A 2-D convolution of an input `[1, c, hw, hw]` by seeded constant
+/// weights `[m, c / groups, k, k]` (scaled by `1/√(c·k²/groups)`) and bias,
+/// with stride `stride` and the padding that keeps the size at stride 1
+/// (`k / 2` on every side).
+pub fn conv_graph(c: usize, m: usize, hw: usize, k: usize, stride: usize, groups: usize) -> Graph {
+    let ty = |shape: Vec<usize>| TensorType {
+        elem: ElemType::F32,
+        shape,
+    };
+    let mut g = Graph::default();
+    let x = g.add_value("x", ty(vec![1, c, hw, hw]));
+    g.inputs.push(x);
+    let cg = c / groups.max(1);
+    let scale = 1.0 / ((cg * k * k) as f64).sqrt();
+    let seed = ((((c * 31 + m) * 31 + hw) * 31 + k) * 31 + groups) as u64;
+    let wdata = seeded(seed, m * cg * k * k)
+        .into_iter()
+        .map(|v| ElemType::F32.round(v * scale))
+        .collect();
+    let w = g.add_constant("w", Tensor::new(ty(vec![m, cg, k, k]), wdata));
+    let b = g.add_constant("b", Tensor::new(ty(vec![m]), seeded(seed + 1, m)));
+    let window = crate::ir::Window {
+        kernel: [k, k],
+        strides: [stride, stride],
+        pads: [k / 2; 4],
+        dilations: [1, 1],
+        ceil: false,
+    };
+    let op = Op::Conv { window, groups };
+    let y = g
+        .add_node("conv", op, vec![x, w, b])
+        .expect("a convolution of matching shapes types")[0];
+    g.outputs.push(y);
+    g
+}
+
 /// `c = a · b` with `a: [m, k]` an input and `b: [k, n]` a seeded constant in [-1, 1).
 pub fn gemm_graph(m: usize, k: usize, n: usize) -> Graph {
     let ty = |shape: Vec<usize>| TensorType {
@@ -396,16 +446,7 @@ pub fn gemm_graph(m: usize, k: usize, n: usize) -> Graph {
     let mut g = Graph::default();
     let a = g.add_value("a", ty(vec![m, k]));
     g.inputs.push(a);
-    let mut s: u64 = 0x2545_F491_4F6C_DD1D ^ ((m * 31 + k) * 31 + n) as u64;
-    let data = (0..k * n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let unit = (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-            ElemType::F32.round(unit)
-        })
-        .collect();
+    let data = seeded(((m * 31 + k) * 31 + n) as u64, k * n);
     let b = g.add_constant("b", Tensor::new(ty(vec![k, n]), data));
     let c = g
         .add_node("c", Op::MatMul, vec![a, b])

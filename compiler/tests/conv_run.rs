@@ -152,6 +152,23 @@ fn convolutions_over_aligned_channels_take_their_windows_as_rows() {
             "{what}: the windows are read in place: {regions:?}"
         );
     }
+    // One output pixel: a product of one row, on the vector unit, with its
+    // windows written out (it reads no tiles of them): this was read from
+    // an unwritten home (the Silero VAD's last strided 1-D convolution).
+    let g = build(
+        vec![conv(
+            vec![ints("pads", &[0, 1, 0, 1]), ints("strides", &[1, 2])],
+            true,
+        )],
+        &[1, 16, 1, 2],
+        vec![
+            // Weights of one sign's magnitude: pim-dram's one-row products
+            // are in bf16, which cancellation would show.
+            ramp("w", &[16, 16, 1, 3], 0.1, 0.001),
+            ramp("b", &[16], 0.1, 0.05),
+        ],
+    );
+    check(&g, "one output pixel");
     // Weights computed at run time: the product reads them reordered.
     let x = [1, 16, 5, 6];
     let w = NodeProto::new("Relu", "w", &["wi"], &["w"]);

@@ -54,6 +54,19 @@ const FULL_GEMMS: &[(usize, usize, usize)] = &[
     (1024, 1024, 1024),
 ];
 
+/// Synthetic convolutions `(c, m, hw, k, stride, groups)` of each size:
+/// ResNet's and MobileNet's layers (the full set at their sizes).
+const SMALL_CONVS: &[(usize, usize, usize, usize, usize, usize)] =
+    &[(32, 32, 16, 3, 1, 1), (32, 32, 16, 3, 1, 32)];
+const FULL_CONVS: &[(usize, usize, usize, usize, usize, usize)] = &[
+    (64, 64, 56, 3, 1, 1),
+    (128, 128, 28, 3, 1, 1),
+    (64, 128, 56, 3, 2, 1),
+    (256, 256, 14, 1, 1, 1),
+    (64, 64, 56, 3, 1, 64),
+    (128, 128, 28, 3, 2, 128),
+];
+
 /// Bundled examples too slow to compile and simulate on every target for
 /// the small set (seconds each on the slower machines); the full set has them.
 const FULL_ONLY_EXAMPLES: &[&str] = &["cnn_small"];
@@ -69,6 +82,23 @@ pub enum Source {
         k: usize,
         /// Columns of the constant.
         n: usize,
+    },
+    /// A 2-D convolution `[1, c, hw, hw]` by constant `[m, c / groups, k, k]`
+    /// weights and a bias, stride `stride`, padded to keep the size at
+    /// stride 1, in f32.
+    Conv {
+        /// Input channels.
+        c: usize,
+        /// Output channels.
+        m: usize,
+        /// Height and width of the input.
+        hw: usize,
+        /// Kernel height and width.
+        k: usize,
+        /// Stride.
+        stride: usize,
+        /// Groups (`c` for a depthwise convolution).
+        groups: usize,
     },
     /// An ONNX model file; its inputs are `test_data_set_0/input_<i>.pb`
     /// beside it when present, seeded random otherwise.
@@ -115,6 +145,32 @@ impl Workload {
         }
     }
 
+    /// A synthetic convolution (see [`Source::Conv`]): `conv3x3_64x64_56`,
+    /// or `dwconv3x3_64_56` for a depthwise one, `_s2` at stride 2.
+    pub fn conv(c: usize, m: usize, hw: usize, k: usize, stride: usize, groups: usize) -> Workload {
+        let s = if stride == 1 {
+            String::new()
+        } else {
+            format!("_s{stride}")
+        };
+        let name = if groups == c && m == c && groups > 1 {
+            format!("dwconv{k}x{k}_{c}_{hw}{s}")
+        } else {
+            format!("conv{k}x{k}_{c}x{m}_{hw}{s}")
+        };
+        Workload {
+            name,
+            source: Source::Conv {
+                c,
+                m,
+                hw,
+                k,
+                stride,
+                groups,
+            },
+        }
+    }
+
     /// An ONNX model; named after its folder when the file is `model.onnx`
     /// (the examples' layout), after the file otherwise.
     pub fn onnx(path: &Path) -> Workload {
@@ -140,6 +196,17 @@ impl Workload {
     pub fn macs(&self) -> Option<u64> {
         match &self.source {
             Source::Gemm { m, k, n } => Some((*m as u64) * (*k as u64) * (*n as u64)),
+            Source::Conv {
+                c,
+                m,
+                hw,
+                k,
+                stride,
+                groups,
+            } => {
+                let o = (hw + 2 * (k / 2) - k) / stride + 1;
+                Some((o * o * m * (c / groups.max(&1)) * k * k) as u64)
+            }
             Source::Onnx(_) | Source::Real(_) => None,
         }
     }
@@ -150,6 +217,18 @@ impl Workload {
             Source::Gemm { m, k, n } => {
                 format!("synthetic: MatMul [{m},{k}] x constant [{k},{n}], f32")
             }
+            Source::Conv {
+                c,
+                m,
+                hw,
+                k,
+                stride,
+                groups,
+            } => format!(
+                "synthetic: Conv [1,{c},{hw},{hw}] by constant [{m},{},{k},{k}] + bias, stride {stride}, pads {}, {groups} group(s), f32",
+                c / groups.max(&1),
+                k / 2
+            ),
             Source::Onnx(p) => p.display().to_string(),
             Source::Real(p) => format!("{} (against onnxruntime)", p.join("model.onnx").display()),
         }
@@ -160,6 +239,23 @@ impl Workload {
         match &self.source {
             Source::Gemm { m, k, n } => {
                 let graph = gemm_graph(*m, *k, *n);
+                let inputs = run::random_inputs(&graph, 1);
+                Ok(Loaded {
+                    graph,
+                    inputs,
+                    expected: None,
+                    bound: Vec::new(),
+                })
+            }
+            Source::Conv {
+                c,
+                m,
+                hw,
+                k,
+                stride,
+                groups,
+            } => {
+                let graph = run::conv_graph(*c, *m, *hw, *k, *stride, *groups);
                 let inputs = run::random_inputs(&graph, 1);
                 Ok(Loaded {
                     graph,
@@ -345,6 +441,15 @@ pub fn workloads(size: Size, examples: Option<&Path>, models: &[PathBuf]) -> Vec
         Size::Full => FULL_GEMMS,
     };
     v.extend(gemms.iter().map(|&(m, k, n)| Workload::gemm(m, k, n)));
+    let convs = match size {
+        Size::Small => SMALL_CONVS,
+        Size::Full => FULL_CONVS,
+    };
+    v.extend(
+        convs
+            .iter()
+            .map(|&(c, m, hw, k, s, groups)| Workload::conv(c, m, hw, k, s, groups)),
+    );
     v.extend(models.iter().map(|p| Workload::onnx(p)));
     v
 }

@@ -173,6 +173,10 @@ impl Lowerer<'_> {
         // The epilogue's constant rows are staged anew for this region.
         self.cache.staged_rows.clear();
         let (a, b) = (root.inputs[0], root.inputs[1]);
+        // Windows read in place come only through the contraction's operands.
+        if self.layout.windows.contains_key(&a) || self.layout.windows.contains_key(&b) {
+            return Ok(false);
+        }
         let (sa, sb) = (g.ty(a).shape.clone(), g.ty(b).shape.clone());
         let constant = g.constants.contains_key(&b);
         let r = sa.len();

@@ -776,7 +776,10 @@ impl Lowerer<'_> {
             let mut readers = (0..g.nodes.len())
                 .filter(|&k| g.nodes[k].inputs.contains(&y))
                 .peekable();
-            let read_in_place = readers.peek().is_some()
+            // Products of one row (per batch) take other paths (`gemv`).
+            let rows = g.ty(y).shape[1];
+            let read_in_place = rows > 1
+                && readers.peek().is_some()
                 && readers.all(|k| {
                     let r = &g.nodes[k];
                     (matches!(r.op, Op::MatMul) && r.inputs[0] == y && r.inputs[1] != y) || as_b(k)

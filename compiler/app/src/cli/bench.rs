@@ -13,10 +13,10 @@ use tessera::bench::{self, BenchReport, Size, Workload};
 /// Which set of workloads (`--size`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum SizeArg {
-    /// GEMMs 64³ and 128³ and the bundled examples but the slowest (what CI runs; seconds).
+    /// GEMMs 64³ and 128³, a 3×3 and a depthwise convolution at 16×16, and the bundled examples but the slowest (what CI runs; seconds).
     #[default]
     Small,
-    /// GEMMs 64³ to 1024³ and every bundled example (minutes).
+    /// GEMMs 64³ to 1024³, ResNet's and MobileNet's convolutions at their sizes, and every bundled example (minutes).
     Full,
 }
 

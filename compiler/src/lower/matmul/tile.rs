@@ -444,6 +444,11 @@ impl Lowerer<'_> {
         rows: i64,
         cols: i64,
     ) -> Result<MemTile, LowerError> {
+        if self.layout.windows.contains_key(&v) {
+            return Err(err(
+                "convolution windows read in place are not written at home",
+            ));
+        }
         if let Some(t) = self.g.constants.get(&v) {
             let cols_src = *t.ty.shape.last().unwrap_or(&1) as i64;
             let data: Vec<f64> = (0..rows)
