@@ -18,10 +18,17 @@
 //! - a per-channel scale and shift after a convolution with constant weights
 //!   (an inference-mode BatchNormalization) is folded into its weights and
 //!   bias;
-//! - a 2-D convolution is a product of its weights `[M, C·KH·KW]` with the
-//!   windows laid out as rows (`Im2Col`, `[N, C·KH·KW, OH·OW]`), per group,
-//!   plus the bias; pooling combines the `KH·KW` rows of each window
-//!   element-wise (maximum, or a sum times `1/count`);
+//! - a 2-D convolution over a channel count that is a multiple of the
+//!   transfer alignment's elements (where those are more than one, see
+//!   [`Caps::conv_rows`]) moves its image channels last and takes its
+//!   windows as rows of it (`Im2Row`, `[N, OH·OW, KH·KW·C]`), then one
+//!   product with the reordered weights (a 1×1 window with stride 1 and no
+//!   padding reads the image itself); a depthwise one is a window sum over
+//!   that image (`WindowSum`). Any other is a product of its weights
+//!   `[M, C·KH·KW]` with the windows laid out as rows (`Im2Col`,
+//!   `[N, C·KH·KW, OH·OW]`), per group, plus the bias; pooling combines
+//!   the `KH·KW` rows of each window element-wise (maximum, or a sum times
+//!   `1/count`);
 //! - `Where` with a constant condition (a mask) is a product with the mask
 //!   plus the other operand's selected values: `x · m + where(c, 0, y)` when
 //!   `y` is constant (exact, also for `y = -inf`, as long as `x` is finite),
