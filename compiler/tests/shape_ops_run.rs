@@ -60,6 +60,28 @@ fn slices_with_steps_along_leading_dimensions_run_everywhere() {
     assert_eq!(check(&g, "slice", &[]).len(), targets::all().len());
 }
 
+/// Rows reversed (`step -1` on the first axis) of a width the transfers'
+/// alignment does not divide: each row lands at an aligned row of its
+/// buffer (the second landed 400 bytes in, misaligned, on vliw-systolic
+/// and simd-dsp; a bidirectional recurrent model reverses its sequence so).
+#[test]
+fn a_reversed_slice_of_unaligned_rows_runs_everywhere() {
+    let s = NodeProto::new("Slice", "s", &["r", "st", "en", "ax", "sp"], &["y"]);
+    let i = |n: &str, v: &[i64]| TensorProto::from_i64(n, &[v.len() as i64], v);
+    let g = build(
+        vec![relu(), s],
+        &[2, 1, 100],
+        &["y"],
+        vec![
+            i("st", &[-1]),
+            i("en", &[-3]),
+            i("ax", &[0]),
+            i("sp", &[-1]),
+        ],
+    );
+    assert_eq!(check(&g, "reversed", &[]).len(), targets::all().len());
+}
+
 #[test]
 fn split_and_concat_at_aligned_columns_run_everywhere() {
     // 3 x 16 f32 columns: 64-byte parts, on every machine's transfer alignment.

@@ -648,6 +648,12 @@ impl Lowerer<'_> {
             return Err(err("no landing memory"));
         };
         let h = rows.len() as i64;
+        // Rows not evenly spaced (a reversed slice) come one transfer each:
+        // each lands at a row that starts aligned.
+        let pad = match even_step(rows) {
+            Some(_) => pad,
+            None => pad.max(Pad::Aligned),
+        };
         let buf = self.e.buffer_padded(lm, land.dtype, h, w, pad);
         let mut loaded = Vec::new();
         // Evenly spaced rows in one transfer, if one takes that spacing.
