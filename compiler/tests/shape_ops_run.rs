@@ -447,3 +447,29 @@ fn a_transpose_after_a_product_takes_the_other_half_of_the_registers_and_overlap
         "the transpose starts at {first_copy}, the product ends at {product_end}"
     );
 }
+
+/// On systolic-os, whose element-wise and transposing memory (`ofmap`,
+/// 64 KiB) is the smallest: an element-wise region over a large tensor
+/// tiles smaller until its buffers fit, and a transpose keeps few tiles in
+/// flight (both overflowed `ofmap` before, 107,520 and 143,360 bytes).
+#[test]
+fn large_element_wise_regions_and_transposes_fit_the_smallest_memory() {
+    let t = targets::by_name("systolic-os").expect("target");
+    let tr = NodeProto::new("Transpose", "t", &["x"], &["tt"])
+        .with(AttributeProto::ints("perm", &[0, 2, 3, 1]));
+    let r = NodeProto::new("Relu", "relu", &["tt"], &["y"]);
+    for (what, nodes, x) in [
+        (
+            "relu",
+            vec![NodeProto::new("Relu", "relu", &["x"], &["y"])],
+            [1, 56, 56, 64],
+        ),
+        ("transpose", vec![tr, r], [1, 64, 56, 56]),
+    ] {
+        let g = build(nodes, &x, &["y"], vec![]);
+        let inputs = compiler::run::random_inputs(&g, 3);
+        let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(r.checks.iter().all(|c| c.ok), "{what}: {:?}", r.checks);
+    }
+}
