@@ -136,6 +136,19 @@ pub struct Loaded {
     pub bound: Vec<String>,
 }
 
+impl Loaded {
+    /// A synthetic graph with seeded random inputs.
+    fn synthetic(graph: Graph) -> Loaded {
+        let inputs = run::random_inputs(&graph, 1);
+        Loaded {
+            graph,
+            inputs,
+            expected: None,
+            bound: Vec::new(),
+        }
+    }
+}
+
 impl Workload {
     /// A synthetic GEMM `[m, k] · [k, n]`.
     pub fn gemm(m: usize, k: usize, n: usize) -> Workload {
@@ -237,16 +250,7 @@ impl Workload {
     /// Builds or imports the graph and its inputs.
     pub fn load(&self) -> Result<Loaded, String> {
         match &self.source {
-            Source::Gemm { m, k, n } => {
-                let graph = gemm_graph(*m, *k, *n);
-                let inputs = run::random_inputs(&graph, 1);
-                Ok(Loaded {
-                    graph,
-                    inputs,
-                    expected: None,
-                    bound: Vec::new(),
-                })
-            }
+            Source::Gemm { m, k, n } => Ok(Loaded::synthetic(gemm_graph(*m, *k, *n))),
             Source::Conv {
                 c,
                 m,
@@ -254,16 +258,9 @@ impl Workload {
                 k,
                 stride,
                 groups,
-            } => {
-                let graph = run::conv_graph(*c, *m, *hw, *k, *stride, *groups);
-                let inputs = run::random_inputs(&graph, 1);
-                Ok(Loaded {
-                    graph,
-                    inputs,
-                    expected: None,
-                    bound: Vec::new(),
-                })
-            }
+            } => Ok(Loaded::synthetic(run::conv_graph(
+                *c, *m, *hw, *k, *stride, *groups,
+            ))),
             Source::Onnx(path) => load_onnx(path),
             Source::Real(dir) => load_real(dir),
         }
