@@ -634,7 +634,6 @@ fn channels_last_convolutions_compute_the_direct_convolution() {
     use compiler::passes::canon::{Caps, prepare};
     let caps = Caps {
         min_reduction: true,
-        round: true,
         lane_broadcast: true,
         row_chunk: None,
         mask_by_position: false,

@@ -150,10 +150,10 @@ fn first_result(name: &str, args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn a_target_that_cannot_compile_is_refused_not_failed() {
-    // systolic-os has no exp: the GPT-2 block's softmax is refused.
+    // systolic-os has no exp: under --strict the GPT-2 block's softmax is refused.
     let r = first_result(
         "bench-refused",
-        &["-t", "systolic-os", "-w", "gpt2_block_small"],
+        &["-t", "systolic-os", "-w", "gpt2_block_small", "--strict"],
     );
     assert_eq!(r["status"], "refused", "{r}");
     assert!(r["cycles"].is_null(), "{r}");

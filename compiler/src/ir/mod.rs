@@ -517,11 +517,29 @@ pub enum Unary {
     Sigmoid,
     /// The nearest integer, halves to even.
     Round,
+    /// `1 / sqrt(x)` (no ONNX op: made by instruction selection,
+    /// [`crate::passes::select`]).
+    Rsqrt,
 }
 
 impl Unary {
     /// Every unary op.
-    pub const ALL: [Unary; 10] = [
+    pub const ALL: [Unary; 11] = [
+        Unary::Exp,
+        Unary::Log,
+        Unary::Tanh,
+        Unary::Erf,
+        Unary::Sqrt,
+        Unary::Reciprocal,
+        Unary::Neg,
+        Unary::Abs,
+        Unary::Sigmoid,
+        Unary::Round,
+        Unary::Rsqrt,
+    ];
+
+    /// The unary ops that are ONNX ops (all but `Rsqrt`).
+    pub const ONNX: [Unary; 10] = [
         Unary::Exp,
         Unary::Log,
         Unary::Tanh,
@@ -534,7 +552,7 @@ impl Unary {
         Unary::Round,
     ];
 
-    /// The ONNX op name.
+    /// The ONNX op name (`Rsqrt`, made by instruction selection, is not one).
     pub fn name(self) -> &'static str {
         match self {
             Unary::Exp => "Exp",
@@ -547,6 +565,7 @@ impl Unary {
             Unary::Abs => "Abs",
             Unary::Sigmoid => "Sigmoid",
             Unary::Round => "Round",
+            Unary::Rsqrt => "Rsqrt",
         }
     }
 
@@ -563,6 +582,7 @@ impl Unary {
             Unary::Abs => x.abs(),
             Unary::Sigmoid => 1.0 / (1.0 + (-x).exp()),
             Unary::Round => x.round_ties_even(),
+            Unary::Rsqrt => 1.0 / x.sqrt(),
         }
     }
 }

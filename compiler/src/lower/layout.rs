@@ -193,16 +193,18 @@ pub(super) fn integral(g: &Graph, v: ValueId, depth: usize) -> bool {
     let Some(n) = g.nodes.iter().find(|n| n.outputs.contains(&v)) else {
         return false;
     };
-    // `(x + 1.5·2^23) - 1.5·2^23` is how `canon` rounds without a rounding instruction.
-    let magic = |c: ValueId| {
-        g.constants
-            .get(&c)
-            .is_some_and(|t| t.data[..] == [12582912.0])
+    // `(x + 1.5·2^23) - 1.5·2^23` (or `+ -1.5·2^23`) is how instruction
+    // selection rounds without a rounding instruction (`select.rules`).
+    let magic = |c: ValueId, k: f64| g.constants.get(&c).is_some_and(|t| t.data[..] == [k]);
+    const M: f64 = 12582912.0;
+    let down = match n.op {
+        Op::Sub => magic(n.inputs[1], M),
+        Op::Add => magic(n.inputs[1], -M),
+        _ => false,
     };
-    let rounds = matches!(n.op, Op::Sub)
-        && magic(n.inputs[1])
+    let rounds = down
         && g.nodes.iter().any(|p| {
-            p.outputs.contains(&n.inputs[0]) && matches!(p.op, Op::Add) && magic(p.inputs[1])
+            p.outputs.contains(&n.inputs[0]) && matches!(p.op, Op::Add) && magic(p.inputs[1], M)
         });
     rounds
         || depth > 0

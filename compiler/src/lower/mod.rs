@@ -65,7 +65,7 @@ pub mod types;
 mod window;
 
 use crate::ir::{Graph, Op};
-use crate::passes::{canon, fuse, rowgroups};
+use crate::passes::{canon, fuse, rowgroups, select};
 use crate::regalloc;
 use crate::timing::PassTimes;
 pub use backend::print_virtual;
@@ -73,7 +73,7 @@ use emit::Emitter;
 pub use error::LowerError;
 use error::err;
 use isa_specs::Machine;
-use isa_specs::model::{DType, Func};
+use isa_specs::model::DType;
 use isa_specs::program::Program;
 use isa_specs::target::{Bundle, MInst};
 use layout::{Home, Layout, view};
@@ -251,13 +251,46 @@ pub fn compile_mapped(
                     }
                 }
                 let Some((o, f)) = step else {
-                    return Err(e);
+                    return Err(strict_hint(t, m, g, opts, e));
                 };
                 opts.set(o, false);
                 notes.push(format!("{}: {e}", f.note));
             }
         }
     }
+}
+
+/// `e`, where it is a missing operation that an approximation would have
+/// computed, saying so (the user asked for `--strict`).
+fn strict_hint(
+    t: &targets::Target,
+    m: &Machine,
+    g: &Graph,
+    opts: Options,
+    e: LowerError,
+) -> LowerError {
+    let LowerError::MissingOperation { semantics, .. } = e.cause() else {
+        return e;
+    };
+    let relaxed = Options {
+        approximations: true,
+        ..opts
+    };
+    let reached = opts.identities
+        && !opts.approximations
+        && canon_for(t, m, g, relaxed).is_ok_and(|r| {
+            !r.nodes
+                .iter()
+                .any(|n| Ew::of(&n.op).is_some_and(|ew| ew.text() == *semantics))
+        });
+    if !reached {
+        return e;
+    }
+    e.reworded(|m| {
+        format!(
+            "{m}; an approximation would compute it from the instructions the machine has (within the bound `docs/compiler.md` states, \"Instruction selection\"), but `--strict` refuses approximations"
+        )
+    })
 }
 
 /// Nodes whose values residency gives up on before it gives up entirely.
@@ -275,7 +308,6 @@ fn canon_for(
     let act = activation_dtype(m, &info)?;
     let caps = canon::Caps {
         min_reduction: !reduce::forms(&probe, crate::ir::ReduceKind::Min).is_empty(),
-        round: !ops::ew_forms(&probe, Ew::Call(Func::Round)).is_empty(),
         lane_broadcast: opts.broadcast_rows && !ops::lane_broadcast_files(&probe).is_empty(),
         row_chunk: ops::lane_broadcast_files(&probe)
             .first()
@@ -295,7 +327,55 @@ fn canon_for(
                         .is_some_and(|l| l[2].place != Place::Mem(info.home))
             }),
     };
-    canon::prepare(g, caps).map_err(LowerError::from)
+    if !opts.identities {
+        return canon::prepare(g, caps).map_err(LowerError::from);
+    }
+    // Before the rewrites, so they see (and broadcast) the nodes selection
+    // makes; and after, for the nodes they make (a negation).
+    let costs = selection_costs(&probe);
+    let selected = select::select(g, &costs, opts.approximations);
+    let prepared = canon::prepare(&selected, caps).map_err(LowerError::from)?;
+    Ok(select::select(&prepared, &costs, opts.approximations))
+}
+
+/// What each operation of instruction selection's language costs on the
+/// machine ([`select::Costs`]), from its instructions' occupancy. Division
+/// counts as had wherever a reciprocal is: the lowering divides by a
+/// reciprocal times itself, once per row for a row result and at compile
+/// time for a constant, which a rewrite of the graph cannot express.
+fn selection_costs(e: &Emitter) -> select::Costs {
+    use crate::ir::Unary;
+    let mut ops = HashMap::new();
+    for (name, op) in [
+        ("+", Op::Add),
+        ("-", Op::Sub),
+        ("*", Op::Mul),
+        ("/", Op::Div),
+        ("max", Op::Max),
+        ("min", Op::Min),
+        ("relu", Op::Relu),
+        ("neg", Op::Unary(Unary::Neg)),
+        ("recip", Op::Unary(Unary::Reciprocal)),
+        ("sqrt", Op::Unary(Unary::Sqrt)),
+        ("rsqrt", Op::Unary(Unary::Rsqrt)),
+        ("exp", Op::Unary(Unary::Exp)),
+        ("log", Op::Unary(Unary::Log)),
+        ("tanh", Op::Unary(Unary::Tanh)),
+        ("erf", Op::Unary(Unary::Erf)),
+        ("abs", Op::Unary(Unary::Abs)),
+        ("sigmoid", Op::Unary(Unary::Sigmoid)),
+        ("round", Op::Unary(Unary::Round)),
+    ] {
+        if let Some(c) = Ew::of(&op).and_then(|ew| ops::ew_cost(e, ew)) {
+            ops.insert(name, c);
+        }
+    }
+    if !ops.contains_key("/")
+        && let (Some(r), Some(m)) = (ops.get("recip"), ops.get("*"))
+    {
+        ops.insert("/", r + m);
+    }
+    select::Costs { ops }
 }
 
 /// [`compile_mapped`] without its fallbacks, the values of the nodes

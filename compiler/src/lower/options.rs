@@ -17,6 +17,8 @@ pub struct OptionInfo {
     pub name: &'static str,
     /// The command-line flag that switches it off (without the leading `--`).
     pub flag: &'static str,
+    /// Another name of that flag, if any (`strict` for `no-approximations`).
+    pub alias: Option<&'static str>,
     /// What switching it off does, in one sentence (the flag's help).
     pub help: &'static str,
     /// Whether, and in which order, the compiler switches it off by itself
@@ -53,7 +55,7 @@ pub enum When {
 macro_rules! declare_options {
     ($(
         $(#[doc = $doc:literal])*
-        $field:ident: $variant:ident, $flag:literal, $help:literal
+        $field:ident: $variant:ident, $flag:literal $(, alias $alias:literal)?, $help:literal
         $(, fallback $rank:literal $when:ident $note:literal)?;
     )*) => {
         /// Optimisations that can be switched off (all on by default).
@@ -96,11 +98,14 @@ macro_rules! declare_options {
                 opt: Opt::$variant,
                 name: stringify!($field),
                 flag: $flag,
+                alias: declare_options!(@alias $($alias)?),
                 help: $help,
                 fallback: declare_options!(@fallback $($rank $when $note)?),
             },)*
         ];
     };
+    (@alias) => { None };
+    (@alias $alias:literal) => { Some($alias) };
     (@fallback) => { None };
     (@fallback $rank:literal $when:ident $note:literal) => {
         Some(Fallback { rank: $rank, when: When::$when, note: $note })
@@ -145,7 +150,11 @@ pub fn markdown_table() -> String {
             Some(f) => format!("{}: {}", f.rank, f.note),
             None => String::new(),
         };
-        s.push_str(&format!("| `--{}` | {} | {fallback} |\n", i.flag, i.help));
+        let alias = i.alias.map(|a| format!(" (`--{a}`)")).unwrap_or_default();
+        s.push_str(&format!(
+            "| `--{}`{alias} | {} | {fallback} |\n",
+            i.flag, i.help
+        ));
     }
     s
 }
@@ -305,6 +314,19 @@ declare_options! {
     window_operands: WindowOperands, "no-window-operands",
         "Write a convolution's windows out at home (the image's bytes times the kernel's size) and read them back, instead of bringing each tile of them together from the image's rows as the product reads it.",
         fallback 0 ConvWindows "convolution windows written out at home";
+    /// An element-wise operation the machine has no instruction for is
+    /// computed from those it has, by the identities of instruction
+    /// selection ([`crate::passes::select`]: `sqrt(x) = 1/rsqrt(x)`,
+    /// `sigmoid(x) = 1/(1+e^-x)`, `max(x, 0)` for `relu`, ...), the
+    /// cheapest by the description's costs.
+    identities: Identities, "no-identities",
+        "Refuse an element-wise operation the machine has no instruction for, instead of computing it from the instructions it has by algebraic identities (`sqrt(x) = 1/rsqrt(x)`, `sigmoid(x) = 1/(1+e^-x)`, ...).";
+    /// Identities may include approximations with a stated error bound:
+    /// `exp` by squaring a polynomial, `log` from square roots, `erf` by a
+    /// rational approximation, `round` by f32's own rounding
+    /// (`docs/compiler.md`, "Instruction selection").
+    approximations: Approximations, "no-approximations", alias "strict",
+        "Refuse an operation the machine lacks that only an approximation computes (`exp`, `log`, `erf` from multiply-adds), instead of computing it within the error bound `docs/compiler.md` states.";
 }
 
 #[cfg(test)]

@@ -15,11 +15,7 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) enum PackKey {
     /// Constant `value` (or zeros where `zeros`) expanded to the shape of `out`.
-    Expanded {
-        value: ValueId,
-        out: ValueId,
-        zeros: bool,
-    },
+    Expanded { value: ValueId, out: ValueId },
     /// Rows `row0..row0 + rows` of constant `value`, `cols` wide.
     Rows {
         value: ValueId,
@@ -184,36 +180,20 @@ impl Lowerer<'_> {
         self.pool.packed_panels = a.packed_panels;
     }
 
-    /// A constant (or zeros) expanded to the shape of `out`, packed at home in the activation type.
-    pub(super) fn packed_const(
-        &mut self,
-        v: Option<ValueId>,
-        out: ValueId,
-        kind: &str,
-    ) -> Result<MemTile, LowerError> {
-        let key = PackKey::Expanded {
-            value: v.unwrap_or(out),
-            out,
-            zeros: kind == "zeros",
-        };
+    /// A constant expanded to the shape of `out`, packed at home in the activation type.
+    pub(super) fn packed_const(&mut self, v: ValueId, out: ValueId) -> Result<MemTile, LowerError> {
+        let key = PackKey::Expanded { value: v, out };
         if let Some(t) = self.pool.packed.get(&key) {
             return Ok(t.clone());
         }
         let g = self.g;
         let os = g.ty(out).shape.clone();
         let (rows, cols) = view(&os);
-        let n = (rows * cols) as usize;
-        let data: Vec<f64> = match v {
-            None => vec![0.0; n],
-            Some(v) => {
-                let t = &g.constants[&v];
-                let vs = &t.ty.shape;
-                broadcast_offsets(vs, &os)
-                    .into_iter()
-                    .map(|o| t.data.get(o).copied().unwrap_or(0.0))
-                    .collect()
-            }
-        };
+        let t = &g.constants[&v];
+        let data: Vec<f64> = broadcast_offsets(&t.ty.shape, &os)
+            .into_iter()
+            .map(|o| t.data.get(o).copied().unwrap_or(0.0))
+            .collect();
         let dt = self.layout.act;
         let home = self.padded(&data, rows, cols, dt);
         let t = home.tile(0, 0, rows, cols);

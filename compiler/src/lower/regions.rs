@@ -600,42 +600,14 @@ impl Lowerer<'_> {
             }
             ops::splat_file(&self.e, ew).map(|f| Operand::Uniform(k, f))
         };
-        let zeros = |ew: Ew| {
-            ops::splat_file(&self.e, ew).map_or(Operand::Zeros, |f| Operand::Uniform(0.0, f))
-        };
-        // Rewrites for missing instructions: relu as max with zeros, division as a reciprocal times.
+        // Division without a division instruction: a reciprocal times (of a
+        // constant at compile time). Other missing operations were rewritten
+        // by instruction selection (`passes::select`).
         let mut plan: Vec<(Ew, Option<Operand>, bool)> = Vec::new();
         for (ew, other, swapped) in steps {
             let as_operand = |ew: Ew| other.map(|v| uniform(v, ew).unwrap_or(Operand::Value(v)));
             let other = as_operand(ew);
             match ew {
-                Ew::Relu if ops::ew_forms(&self.e, Ew::Relu).is_empty() => {
-                    plan.push((Ew::Max, Some(zeros(Ew::Max)), false));
-                }
-                // sqrt(x) as recip(rsqrt(x)): exact at 0 (1/inf) and within
-                // the two instructions' rounding elsewhere.
-                Ew::Call(Func::Sqrt)
-                    if ops::ew_forms(&self.e, ew).is_empty()
-                        && !ops::ew_forms(&self.e, Ew::Call(Func::Rsqrt)).is_empty()
-                        && !ops::ew_forms(&self.e, Ew::Recip).is_empty() =>
-                {
-                    plan.push((Ew::Call(Func::Rsqrt), None, false));
-                    plan.push((Ew::Recip, None, false));
-                }
-                // recip(sqrt(x)) where sqrt became recip(rsqrt(x)): rsqrt(x).
-                Ew::Recip
-                    if matches!(plan.last(), Some((Ew::Recip, None, _)))
-                        && matches!(
-                            plan.iter().rev().nth(1),
-                            Some((Ew::Call(Func::Rsqrt), None, _))
-                        ) =>
-                {
-                    plan.pop();
-                }
-                // -x as 0 - x.
-                Ew::Neg if ops::ew_forms(&self.e, Ew::Neg).is_empty() => {
-                    plan.push((Ew::Sub, Some(zeros(Ew::Sub)), true));
-                }
                 Ew::Div if ops::ew_forms(&self.e, Ew::Div).is_empty() => {
                     if ops::ew_forms(&self.e, Ew::Recip).is_empty() {
                         return Err(LowerError::MissingOperation {

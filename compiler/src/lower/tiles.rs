@@ -64,8 +64,6 @@ pub(super) fn widest_spread<P>(plan_at: impl Fn(usize) -> Option<P>) -> Option<P
 pub(super) enum Operand {
     /// A value of the graph.
     Value(ValueId),
-    /// Zeros (relu as `max(x, 0)`).
-    Zeros,
     /// A constant with one value in every element, splatted into a register
     /// of the file ([`ops::splat`]).
     Uniform(f64, isa_specs::model::RegFileId),
@@ -499,10 +497,6 @@ impl Lowerer<'_> {
     ) -> Result<Val, LowerError> {
         match o {
             Operand::Value(v) => self.operand_tile(*v, out, r, c, h, w),
-            Operand::Zeros => {
-                let t = self.packed_const(None, out, "zeros")?;
-                Ok(Val::Mem(t.view(r, c, h, w)))
-            }
             Operand::Uniform(k, file) => ops::splat(&mut self.e, *file, *k).map_err(err),
             Operand::Recip(inner) => {
                 let x = self.operand(inner, out, r, c, h, w)?;
@@ -565,7 +559,7 @@ impl Lowerer<'_> {
                     return Ok(Val::Mem(t.view(src(r), c, h, w)));
                 }
             }
-            let t = self.packed_const(Some(v), out, "expanded")?;
+            let t = self.packed_const(v, out)?;
             return Ok(Val::Mem(t.view(r, c, h, w)));
         }
         let home = self

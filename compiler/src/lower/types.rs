@@ -85,6 +85,7 @@ impl Ew {
                 Unary::Abs => Ew::Call(Func::Abs),
                 Unary::Sigmoid => Ew::Call(Func::Sigmoid),
                 Unary::Round => Ew::Call(Func::Round),
+                Unary::Rsqrt => Ew::Call(Func::Rsqrt),
             },
             _ => return None,
         })

@@ -52,8 +52,6 @@ use crate::ir::{
 pub struct Caps {
     /// A minimum reduction.
     pub min_reduction: bool,
-    /// Rounding to an integer (`d = round(a)`).
-    pub round: bool,
     /// A row result is broadcast along the lanes in registers (a lane
     /// broadcast, [`crate::lower::ops::broadcast_lanes`]) where it meets a computed
     /// operand of the full width, instead of widened by a product first.
@@ -485,25 +483,6 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
                 }
                 _ => conv(g, out, n, window, *groups)?,
             }
-        }
-        Op::Unary(Unary::Round) if !caps.round => {
-            // (x + 1.5·2^23) - 1.5·2^23 in f32 rounds halves to even (|x| < 2^22).
-            let elem = g.ty(n.inputs[0]).elem;
-            let ty = TensorType {
-                elem,
-                shape: vec![],
-            };
-            let m = out.add_constant(
-                format!("{}/magic", n.name),
-                Tensor::new(ty, vec![12582912.0]),
-            );
-            let up = out.add_node(format!("{}/up", n.name), Op::Add, vec![n.inputs[0], m])?;
-            out.nodes.push(Node {
-                name: n.name.clone(),
-                op: Op::Sub,
-                inputs: vec![up[0], m],
-                outputs: n.outputs.clone(),
-            });
         }
         Op::Pool { kind, window } => pool(g, out, n, *kind, window)?,
         Op::Gather { axis } => {
@@ -1310,7 +1289,6 @@ mod tests {
     fn a_power_of_two_scale_folds_into_the_next_constant_product() {
         let caps = Caps {
             min_reduction: true,
-            round: true,
             lane_broadcast: true,
             row_chunk: Some(2),
             mask_by_position: false,
@@ -1350,7 +1328,6 @@ mod tests {
         let build_in = |c: f64, k_from: i64, chunk: usize| {
             let caps = Caps {
                 min_reduction: true,
-                round: true,
                 lane_broadcast: true,
                 row_chunk: Some(chunk),
                 mask_by_position: false,
@@ -1449,7 +1426,6 @@ mod tests {
         g.outputs.push(y[0]);
         let caps = Caps {
             min_reduction: true,
-            round: true,
             lane_broadcast: true,
             row_chunk: Some(2),
             mask_by_position: false,

@@ -7,6 +7,7 @@
 pub mod canon;
 pub mod fuse;
 pub mod rowgroups;
+pub mod select;
 
 /// Why a pass cannot rewrite a graph: the node and what it asks for.
 #[derive(Debug, Clone, PartialEq)]

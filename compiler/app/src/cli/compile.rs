@@ -172,12 +172,14 @@ impl clap::FromArgMatches for OptArgs {
 impl clap::Args for OptArgs {
     fn augment_args(cmd: clap::Command) -> clap::Command {
         compiler::lower::OPTIONS.iter().fold(cmd, |cmd, i| {
-            cmd.arg(
-                clap::Arg::new(i.flag)
-                    .long(i.flag)
-                    .action(clap::ArgAction::SetTrue)
-                    .help(i.help),
-            )
+            let arg = clap::Arg::new(i.flag)
+                .long(i.flag)
+                .action(clap::ArgAction::SetTrue)
+                .help(i.help);
+            cmd.arg(match i.alias {
+                Some(a) => arg.visible_alias(a),
+                None => arg,
+            })
         })
     }
 

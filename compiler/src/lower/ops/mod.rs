@@ -74,6 +74,44 @@ pub fn ew_forms(e: &Emitter, ew: Ew) -> Vec<EwForm> {
     out
 }
 
+/// The cycles `ew`'s cheapest instruction occupies its unit for one
+/// register's tile (or one element, in memory), or `None` where no
+/// instruction computes it: instruction selection's costs
+/// ([`crate::passes::select::Costs`]).
+pub fn ew_cost(e: &Emitter, ew: Ew) -> Option<f64> {
+    let forms = ew_forms(e, ew);
+    let occupancy = |f: &EwForm| {
+        let shape = match f.locs[0].place {
+            Place::Reg(file) => {
+                let (r, c) = e.granule(file);
+                if f.rank == 1 { vec![r * c] } else { vec![r, c] }
+            }
+            Place::Mem(_) => vec![1; f.rank],
+        };
+        let tensors = f
+            .locs
+            .iter()
+            .map(|l| TileTensor {
+                dtype: l.dtype,
+                shape: shape.clone(),
+                place: match l.place {
+                    Place::Reg(file) => TilePlace::Reg { file, reg: 0 },
+                    Place::Mem(mem) => TilePlace::Mem {
+                        mem,
+                        addr: 0,
+                        strides: isa_specs::select::dense(&shape),
+                    },
+                },
+            })
+            .collect();
+        let (mi, _) = e.choose(&ew_op(ew, tensors, &shape), Some(f.inst)).ok()?;
+        Some(e.isa.occupancy(e.m, &mi).max(1) as f64)
+    };
+    let best = forms.iter().filter_map(occupancy).min_by(f64::total_cmp);
+    // A form whose probe the instruction does not take still computes it.
+    best.or_else(|| (!forms.is_empty()).then_some(1.0))
+}
+
 fn search_forms(e: &Emitter, ew: Ew) -> Vec<EwForm> {
     let mut out = Vec::new();
     for rank in [2, 1] {

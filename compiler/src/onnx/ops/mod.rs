@@ -194,8 +194,8 @@ pub(super) fn lower(
         "Gelu" => gelu(imp, &cx),
         "Max" => variadic(imp, &cx, Op::Max),
         "Min" => variadic(imp, &cx, Op::Min),
-        name if Unary::ALL.iter().any(|u| u.name() == name) => {
-            let u = Unary::ALL
+        name if Unary::ONNX.iter().any(|u| u.name() == name) => {
+            let u = Unary::ONNX
                 .into_iter()
                 .find(|u| u.name() == name)
                 .unwrap_or(Unary::Neg);
