@@ -227,6 +227,30 @@ fn a_target_lacking_a_function_computes_it_and_strict_refuses_it_saying_which() 
     tests::matches_everywhere(&g, &inputs, &[]);
 }
 
+/// A scalar computed at run time (the mel front end's `max - 80` dB floor)
+/// read by a node of a larger shape: it was refused on every target, as a
+/// broadcast along the last dimension.
+#[test]
+fn a_computed_scalar_broadcasts_against_every_element() {
+    use compiler::ir::{Graph, Op, ReduceKind, Tensor};
+    let mut g = Graph::default();
+    let x = g.add_value("x", f32t(vec![6, 40]));
+    g.inputs.push(x);
+    let all = Op::Reduce {
+        kind: ReduceKind::Max,
+        axes: vec![0, 1],
+        keepdims: false,
+    };
+    let m = g.add_node("peak", all, vec![x]).expect("typed")[0];
+    assert!(g.ty(m).shape.is_empty(), "a scalar");
+    let k = g.add_constant("range", Tensor::new(f32t(vec![]), vec![0.5]));
+    let floor = g.add_node("floor", Op::Sub, vec![m, k]).expect("typed")[0];
+    let y = g.add_node("clip", Op::Max, vec![x, floor]).expect("typed")[0];
+    g.outputs.push(y);
+    let inputs = compiler::run::random_inputs(&g, 4);
+    tests::matches_everywhere(&g, &inputs, &[]);
+}
+
 #[test]
 fn a_computed_operand_broadcast_against_a_constant() {
     use compiler::ir::{Graph, Op, Tensor};

@@ -571,6 +571,9 @@ impl Lowerer<'_> {
         if vs == os {
             return Ok(Val::Mem(home.tile(r, c, h, w)));
         }
+        // A scalar is one row of one element.
+        let scalar = [1];
+        let vs: &[usize] = if vs.is_empty() { &scalar } else { vs };
         // Broadcast: output row i reads input row f(i). A last dimension of
         // 1 is a row result, read as one column and broadcast along the
         // lanes in registers (`ops::broadcast_lanes`).

@@ -510,7 +510,8 @@ fn widen(
     node: &str,
 ) -> Result<Option<ValueId>, String> {
     let xs = g.ty(x).shape.clone();
-    let (Some(&last), Some(&want)) = (xs.last(), shape.last()) else {
+    // A scalar widens as one row of one element.
+    let (&last, Some(&want)) = (xs.last().unwrap_or(&1), shape.last()) else {
         return Ok(None);
     };
     if g.constants.contains_key(&x) || last != 1 || want == 1 {
@@ -528,7 +529,7 @@ fn widen(
         ),
     );
     // A 1-D operand is a row: `[1] x [1, C]` is `[C]`... keep it 2-D.
-    let a = if xs.len() == 1 {
+    let a = if xs.len() <= 1 {
         g.add_node(
             format!("{node}/as_row"),
             Op::Reshape { shape: vec![1, 1] },
