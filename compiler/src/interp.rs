@@ -270,7 +270,7 @@ pub fn eval_node(op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>, InterpError
                 .map(|&x| round_to(out_ty.elem, u.eval(x)))
                 .collect()
         }
-        Op::Max | Op::Min => {
+        Op::Max | Op::Min | Op::Less | Op::LessOrEqual => {
             refuse_bool(op, out_ty.elem)?;
             binary(op, inputs[0], inputs[1], &out_ty)?
         }
@@ -495,6 +495,8 @@ fn scalar(op: &Op, x: f64, y: f64, elem: ElemType) -> Result<f64, InterpError> {
             Op::Min if x.is_nan() || y.is_nan() => f64::NAN,
             Op::Max => x.max(y),
             Op::Min => x.min(y),
+            Op::Less => f64::from(u8::from(x < y)),
+            Op::LessOrEqual => f64::from(u8::from(x <= y)),
             _ => x / y,
         };
         return Ok(round_to(elem, r));

@@ -54,6 +54,20 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
                 shape: broadcast(&tys[0].shape, &tys[1].shape)?,
             }
         }
+        Op::Less | Op::LessOrEqual => {
+            arity(tys, 2)?;
+            let elem = same_elem(tys)?;
+            if !elem.is_float() {
+                return Err(format!(
+                    "{} compares floating-point tensors only (integers are cast first)",
+                    op.name()
+                ));
+            }
+            TensorType {
+                elem,
+                shape: broadcast(&tys[0].shape, &tys[1].shape)?,
+            }
+        }
         Op::Unary(_) => {
             arity(tys, 1)?;
             if !tys[0].elem.is_float()
@@ -225,9 +239,11 @@ pub fn infer(op: &Op, tys: &[TensorType]) -> Result<Vec<TensorType>, String> {
         }
         Op::Where => {
             arity(tys, 3)?;
-            if tys[0].elem != ElemType::Bool {
+            // Bool, or truth values (1 and 0) of a float type, as run-time
+            // comparisons make them.
+            if tys[0].elem != ElemType::Bool && !tys[0].elem.is_float() {
                 return Err(format!(
-                    "the condition must be bool, it is {}",
+                    "the condition must be bool (or 1 and 0 of a float type), it is {}",
                     tys[0].elem.name()
                 ));
             }

@@ -344,6 +344,12 @@ pub enum Op {
     },
     /// `cond ? x : y` element-wise with numpy broadcasting (`cond` boolean).
     Where,
+    /// `a < b` element-wise with numpy broadcasting, as 1 or 0 of the
+    /// operands' floating-point type (a run-time comparison: ONNX `Less`,
+    /// `Greater`, `Equal` become these).
+    Less,
+    /// `a <= b`, as [`Op::Less`].
+    LessOrEqual,
     /// `data` indexed along `axis` by integer `indices` (negative ones count
     /// from the end): the result's shape is `data`'s with dimension `axis`
     /// replaced by the shape of `indices` (ONNX `Gather`).
@@ -608,6 +614,8 @@ impl Op {
             Op::Slice { .. } => "Slice",
             Op::Concat { .. } => "Concat",
             Op::Where => "Where",
+            Op::Less => "Less",
+            Op::LessOrEqual => "LessOrEqual",
             Op::Gather { .. } => "Gather",
             Op::Conv { .. } => "Conv",
             Op::Pool {

@@ -430,6 +430,19 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
                 x = out.add_node(name("negated"), Op::Unary(Unary::Neg), vec![x])?[0];
                 kind = ReduceKind::Max;
             }
+            // Reduced dimensions that are not the last ones moved last (the
+            // others keep their order, so the result reshapes to the node's).
+            let rank = out.ty(x).shape.len();
+            let mut sorted = axes.clone();
+            sorted.sort_unstable();
+            if !sorted.iter().copied().eq(rank - sorted.len()..rank) {
+                let perm: Vec<usize> = (0..rank)
+                    .filter(|a| !sorted.contains(a))
+                    .chain(sorted.iter().copied())
+                    .collect();
+                x = transpose(out, &name("reduced_last"), x, &perm)?;
+                axes = (rank - sorted.len()..rank).collect();
+            }
             // Several trailing dimensions as one: the rows of a matrix view.
             let shape = out.ty(x).shape.clone();
             let first = axes.first().copied().unwrap_or(shape.len());
@@ -546,10 +559,10 @@ fn widen(
 /// nodes, the last of which computes the result.
 fn select(g: &mut Graph, n: &Node) -> Result<(), String> {
     let (c, x, y) = (n.inputs[0], n.inputs[1], n.inputs[2]);
-    let Some(cond) = g.constants.get(&c).cloned() else {
-        return Err("a computed condition is not supported yet (only constant masks)".to_owned());
-    };
     let elem = g.ty(x).elem;
+    let Some(cond) = g.constants.get(&c).cloned() else {
+        return select_computed(g, n, elem);
+    };
     let mask = |g: &mut Graph, name: &str, on: f64, off: f64| {
         let data = cond
             .data
@@ -606,6 +619,29 @@ fn select(g: &mut Graph, n: &Node) -> Result<(), String> {
         }
     };
     g.add_node(n.name.clone(), Op::Add, vec![kept[0], other])?;
+    Ok(())
+}
+
+/// `Where(c, x, y)` with a condition computed at run time (1 or 0, as
+/// comparisons make it): `c · x + (1 - c) · y`, exact where `x` and `y`
+/// are finite.
+fn select_computed(g: &mut Graph, n: &Node, elem: crate::ir::ElemType) -> Result<(), String> {
+    let (c, x, y) = (n.inputs[0], n.inputs[1], n.inputs[2]);
+    let c = if g.ty(c).elem == elem {
+        c
+    } else {
+        let cast = Op::Cast { to: elem };
+        g.add_node(format!("{}/truth", n.name), cast, vec![c])?[0]
+    };
+    let ty = TensorType {
+        elem,
+        shape: vec![],
+    };
+    let one = g.add_constant(format!("{}/one", n.name), Tensor::new(ty, vec![1.0]));
+    let not = g.add_node(format!("{}/otherwise", n.name), Op::Sub, vec![one, c])?[0];
+    let kept = g.add_node(format!("{}/kept", n.name), Op::Mul, vec![x, c])?[0];
+    let other = g.add_node(format!("{}/other", n.name), Op::Mul, vec![y, not])?[0];
+    g.add_node(n.name.clone(), Op::Add, vec![kept, other])?;
     Ok(())
 }
 

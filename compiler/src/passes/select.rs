@@ -93,6 +93,8 @@ define_language! {
         "abs" = Abs([Id; 1]),
         "sigmoid" = Sigmoid([Id; 1]),
         "round" = Round([Id; 1]),
+        "lt" = Lt([Id; 2]),
+        "le" = Le([Id; 2]),
         Var(Symbol),
         Helper(Symbol, Vec<Id>),
     }
@@ -120,6 +122,8 @@ impl Alg {
             Alg::Abs(_) => Op::Unary(Unary::Abs),
             Alg::Sigmoid(_) => Op::Unary(Unary::Sigmoid),
             Alg::Round(_) => Op::Unary(Unary::Round),
+            Alg::Lt(_) => Op::Less,
+            Alg::Le(_) => Op::LessOrEqual,
             Alg::Num(_) | Alg::Var(_) | Alg::Helper(..) => return None,
         })
     }
@@ -136,6 +140,8 @@ impl Alg {
             Op::Div => Alg::Div(two()?),
             Op::Max => Alg::Max(two()?),
             Op::Min => Alg::Min(two()?),
+            Op::Less => Alg::Lt(two()?),
+            Op::LessOrEqual => Alg::Le(two()?),
             Op::Relu => Alg::Relu(one()?),
             Op::Unary(u) => {
                 let a = one()?;
@@ -371,14 +377,23 @@ impl Costs {
 fn element_wise(op: &Op) -> bool {
     matches!(
         op,
-        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Max | Op::Min | Op::Relu | Op::Unary(_)
+        Op::Add
+            | Op::Sub
+            | Op::Mul
+            | Op::Div
+            | Op::Max
+            | Op::Min
+            | Op::Relu
+            | Op::Unary(_)
+            | Op::Less
+            | Op::LessOrEqual
     )
 }
 
 /// The operation names of the language.
-pub const OPS: [&str; 18] = [
+pub const OPS: [&str; 20] = [
     "+", "-", "*", "/", "max", "min", "neg", "relu", "recip", "sqrt", "rsqrt", "exp", "log",
-    "tanh", "erf", "abs", "sigmoid", "round",
+    "tanh", "erf", "abs", "sigmoid", "round", "lt", "le",
 ];
 
 /// Tree cost under [`Costs`], a shared child counted once per node. An

@@ -471,6 +471,9 @@ pub(super) fn cast(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportErr
             format!("unsupported element type {}", data_type_name(data_type)),
         )
     })?;
+    if to == crate::ir::ElemType::Bool && !imp.g.constants.contains_key(&x) {
+        return super::logic::truth(imp, cx, x).map(Lowered::Value);
+    }
     add(imp, cx, "", Op::Cast { to }, vec![x]).map(Lowered::Value)
 }
 

@@ -18,6 +18,7 @@ mod conv;
 mod einsum;
 mod elementwise;
 mod gemm;
+mod logic;
 mod pad;
 mod quant;
 mod reduce;
@@ -243,15 +244,15 @@ pub(super) fn lower(
         "Size" => static_eval::size(imp, &cx),
         "ConstantOfShape" => static_eval::constant_of_shape(imp, &cx),
         "Range" => static_eval::range(imp, &cx),
-        "Equal" => static_eval::compare(imp, &cx, Compare::Equal),
-        "Less" => static_eval::compare(imp, &cx, Compare::Less),
-        "LessOrEqual" => static_eval::compare(imp, &cx, Compare::LessOrEqual),
-        "Greater" => static_eval::compare(imp, &cx, Compare::Greater),
-        "GreaterOrEqual" => static_eval::compare(imp, &cx, Compare::GreaterOrEqual),
-        "And" => static_eval::logic(imp, &cx, Logic::And),
-        "Or" => static_eval::logic(imp, &cx, Logic::Or),
-        "Xor" => static_eval::logic(imp, &cx, Logic::Xor),
-        "Not" => static_eval::not(imp, &cx),
+        "Equal" => logic::compare(imp, &cx, Compare::Equal),
+        "Less" => logic::compare(imp, &cx, Compare::Less),
+        "LessOrEqual" => logic::compare(imp, &cx, Compare::LessOrEqual),
+        "Greater" => logic::compare(imp, &cx, Compare::Greater),
+        "GreaterOrEqual" => logic::compare(imp, &cx, Compare::GreaterOrEqual),
+        "And" => logic::logic(imp, &cx, Logic::And),
+        "Or" => logic::logic(imp, &cx, Logic::Or),
+        "Xor" => logic::logic(imp, &cx, Logic::Xor),
+        "Not" => logic::not(imp, &cx),
         "Floor" => static_eval::rounding(imp, &cx, false),
         "Ceil" => static_eval::rounding(imp, &cx, true),
         "Mod" => static_eval::modulo(imp, &cx),
@@ -428,9 +429,11 @@ fn constant_ints(imp: &Importer, cx: &NodeCx, v: ValueId) -> Result<Vec<i64>, Im
             value: name.clone(),
         });
     };
-    if t.ty.elem != ElemType::I64 || t.ty.shape.len() != 1 {
+    if !matches!(t.ty.elem, ElemType::I64 | ElemType::I32) || t.ty.shape.len() != 1 {
         let ty = &t.ty;
-        return Err(cx.shape_err(format!("`{name}` must be a 1-D int64 tensor, it is {ty}")));
+        return Err(cx.shape_err(format!(
+            "`{name}` must be a 1-D int64 (or int32) tensor, it is {ty}"
+        )));
     }
     Ok(t.data.iter().map(|x| *x as i64).collect())
 }

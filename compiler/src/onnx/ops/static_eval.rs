@@ -396,16 +396,24 @@ pub(super) fn reduce_prod(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, Im
 pub(super) fn if_(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     arity_many(cx, 1)?;
     cx.check_attributes(&["then_branch", "else_branch"])?;
-    let cond = known(imp, cx, 0)?;
-    if cond.data.len() != 1 {
-        let ty = &cond.ty;
+    let c = input(imp, cx, 0)?;
+    if imp.g.ty(c).numel() != 1 {
+        let ty = imp.g.ty(c);
         return Err(cx.shape_err(format!("the condition must hold one element, it is {ty}")));
     }
+    let Some(cond) = imp.g.constants.get(&c).cloned() else {
+        return if_converted(imp, cx, c);
+    };
     let attr = if cond.data[0] != 0.0 {
         "then_branch"
     } else {
         "else_branch"
     };
+    Ok(Lowered::Aliases(branch(imp, cx, attr)?))
+}
+
+/// Branch `attr` of the node inlined: its outputs.
+fn branch(imp: &mut Importer, cx: &NodeCx, attr: &str) -> Result<Vec<Option<ValueId>>, ImportError> {
     let branch = cx
         .graph(attr)?
         .ok_or_else(|| cx.attr_err(attr, "required, missing"))?;
@@ -429,7 +437,24 @@ pub(super) fn if_(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportErro
         let name = &branch.output[i].name;
         return Err(cx.attr_err(attr, format!("its output `{name}` is never defined")));
     }
-    Ok(Lowered::Aliases(outs))
+    Ok(outs)
+}
+
+/// An `If` whose condition is known only at run time, converted: both
+/// branches computed, each output the one its condition selects (`Where`).
+/// The branches' outputs must broadcast to one shape.
+fn if_converted(imp: &mut Importer, cx: &NodeCx, c: ValueId) -> Result<Lowered, ImportError> {
+    let then = branch(imp, cx, "then_branch")?;
+    let other = branch(imp, cx, "else_branch")?;
+    let mut outs = Vec::new();
+    for (i, (t, e)) in then.into_iter().zip(other).enumerate() {
+        let (Some(t), Some(e)) = (t, e) else {
+            return Err(cx.attr_err("then_branch", "an output is never defined"));
+        };
+        let step = format!("selected{i}");
+        outs.push(Some(super::add(imp, cx, &step, crate::ir::Op::Where, vec![c, t, e])?));
+    }
+    Ok(Lowered::Many(outs))
 }
 
 /// Checks the node has exactly `n` inputs (its outputs are free).
