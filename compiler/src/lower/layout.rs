@@ -172,10 +172,40 @@ pub(super) fn cast_is_view(g: &Graph, n: &crate::ir::Node) -> bool {
     match (from, *to) {
         (a, b) if a == b => true,
         (I8 | U8, I32 | I64) | (I32, I64) => true,
+        // Booleans are held as 1 and 0.
+        (crate::ir::ElemType::Bool, _) => true,
         (a, b) if !a.is_float() && b.is_float() => {
             b != crate::ir::ElemType::F16 && b != crate::ir::ElemType::Bf16
         }
+        (a, crate::ir::ElemType::Bool) if a.is_float() => truth_value(g, x, 16),
         (a, b) if a.is_float() && !b.is_float() => integral(g, x, 16),
+        _ => false,
+    }
+}
+
+/// Whether every element of `v` is 1 or 0: a comparison's result, a
+/// constant of them, and products, maxima, minima, `1 - t`, `|t - u|` and
+/// views of such values (up to `depth` producers back).
+pub(super) fn truth_value(g: &Graph, v: ValueId, depth: usize) -> bool {
+    if let Some(t) = g.constants.get(&v) {
+        return t.data.iter().all(|x| *x == 0.0 || *x == 1.0);
+    }
+    let Some(n) = g.nodes.iter().find(|n| n.outputs.contains(&v)) else {
+        return false;
+    };
+    let all = |ins: &[ValueId]| depth > 0 && ins.iter().all(|i| truth_value(g, *i, depth - 1));
+    let one = |c: ValueId| g.constants.get(&c).is_some_and(|t| t.data[..] == [1.0]);
+    match &n.op {
+        Op::Less | Op::LessOrEqual => true,
+        Op::Mul | Op::Max | Op::Min | Op::Identity | Op::Reshape { .. } | Op::Cast { .. } => {
+            all(&n.inputs)
+        }
+        Op::Sub => one(n.inputs[0]) && all(&n.inputs[1..]),
+        Op::Unary(crate::ir::Unary::Abs) => g
+            .nodes
+            .iter()
+            .find(|p| p.outputs.contains(&n.inputs[0]))
+            .is_some_and(|p| matches!(p.op, Op::Sub) && all(&p.inputs)),
         _ => false,
     }
 }
@@ -324,10 +354,11 @@ impl Lowerer<'_> {
             }
             let ty = g.ty(v);
             // Integers live in floating-point containers: exact in f32 up to 2^24.
+            // Booleans too, as 1 and 0.
             let int = !ty.elem.is_float();
-            if ty.elem == crate::ir::ElemType::Bool || (int && out_dtype != DType::F32) {
+            if int && out_dtype != DType::F32 {
                 return Err(err(format!(
-                    "value `{}` is {}: only floating-point tensors, and integers where the home memory holds f32, compile today",
+                    "value `{}` is {}: only floating-point tensors, and integers and booleans where the home memory holds f32, compile today",
                     g.values[v.index()].name,
                     ty.elem.name()
                 )));

@@ -506,7 +506,9 @@ fn check_declared(
     let Ok(t) = tensor_type(vi) else {
         return Ok(()); // nothing declared: nothing to contradict
     };
-    if t.elem_type != 0 && elem_type(t.elem_type) != Some(ty.elem) {
+    // A boolean computed at run time is 1 and 0 of a float type (`ops::logic`).
+    let truth = elem_type(t.elem_type) == Some(crate::ir::ElemType::Bool) && ty.elem.is_float();
+    if t.elem_type != 0 && elem_type(t.elem_type) != Some(ty.elem) && !truth {
         return Err(format!(
             "declared {}, computed {}",
             data_type_name(t.elem_type),

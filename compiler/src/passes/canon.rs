@@ -633,6 +633,21 @@ fn select_computed(g: &mut Graph, n: &Node, elem: crate::ir::ElemType) -> Result
         let cast = Op::Cast { to: elem };
         g.add_node(format!("{}/truth", n.name), cast, vec![c])?[0]
     };
+    // A condition narrower than the result (a scalar, a column) widened
+    // first, so each product has a computed operand of the full width.
+    let shape = g.ty(n.outputs[0]).shape.clone();
+    let narrow = g.ty(c).shape.len() <= 1;
+    let c = match widen(g, c, &shape, &format!("{}/truth", n.name))? {
+        // A scalar or one element widens to `[1, C]`: as a row of the result's rank.
+        Some(wide) if narrow => {
+            let mut row = vec![1; shape.len().max(1) - 1];
+            row.extend(g.ty(wide).shape.last().copied());
+            let op = Op::Reshape { shape: row };
+            g.add_node(format!("{}/truth/row", n.name), op, vec![wide])?[0]
+        }
+        Some(wide) => wide,
+        None => c,
+    };
     let ty = TensorType {
         elem,
         shape: vec![],

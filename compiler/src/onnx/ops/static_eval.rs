@@ -413,7 +413,11 @@ pub(super) fn if_(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportErro
 }
 
 /// Branch `attr` of the node inlined: its outputs.
-fn branch(imp: &mut Importer, cx: &NodeCx, attr: &str) -> Result<Vec<Option<ValueId>>, ImportError> {
+fn branch(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    attr: &str,
+) -> Result<Vec<Option<ValueId>>, ImportError> {
     let branch = cx
         .graph(attr)?
         .ok_or_else(|| cx.attr_err(attr, "required, missing"))?;
@@ -452,7 +456,13 @@ fn if_converted(imp: &mut Importer, cx: &NodeCx, c: ValueId) -> Result<Lowered, 
             return Err(cx.attr_err("then_branch", "an output is never defined"));
         };
         let step = format!("selected{i}");
-        outs.push(Some(super::add(imp, cx, &step, crate::ir::Op::Where, vec![c, t, e])?));
+        outs.push(Some(super::add(
+            imp,
+            cx,
+            &step,
+            crate::ir::Op::Where,
+            vec![c, t, e],
+        )?));
     }
     Ok(Lowered::Many(outs))
 }
