@@ -490,12 +490,14 @@ pub fn select(g: &Graph, costs: &Costs, approximate: bool) -> Graph {
     let rewrites = rewrites(&rules(), approximate);
     let mut producer: HashMap<ValueId, usize> = HashMap::new();
     let mut reads: HashMap<ValueId, usize> = HashMap::new();
+    let mut first_reader: HashMap<ValueId, usize> = HashMap::new();
     for (k, n) in g.nodes.iter().enumerate() {
         for &o in &n.outputs {
             producer.insert(o, k);
         }
         for &i in &n.inputs {
             *reads.entry(i).or_default() += 1;
+            first_reader.entry(i).or_insert(k);
         }
     }
     let elem = |v: ValueId| g.ty(v).elem;
@@ -506,11 +508,12 @@ pub fn select(g: &Graph, costs: &Costs, approximate: bool) -> Graph {
         let o = g.nodes[k].outputs[0];
         in_language(k) && reads.get(&o) == Some(&1) && !g.outputs.contains(&o) && elem(o).is_float()
     };
-    let reader = |v: ValueId| g.nodes.iter().position(|n| n.inputs.contains(&v));
+    let reader = |v: ValueId| first_reader.get(&v).copied();
     let mut replaced: HashMap<usize, Vec<Node>> = HashMap::new();
     let mut dropped: Vec<bool> = vec![false; g.nodes.len()];
     let mut scratch = g.clone();
     let mut done: Vec<bool> = vec![false; g.nodes.len()];
+    let mut saturated: HashMap<String, (EGraph<Alg, Fold>, Vec<Id>)> = HashMap::new();
     for k in 0..g.nodes.len() {
         if done[k] || costs.has(&g.nodes[k].op) || !elem(g.nodes[k].outputs[0]).is_float() {
             continue;
@@ -533,7 +536,11 @@ pub fn select(g: &Graph, costs: &Costs, approximate: bool) -> Graph {
         for &(m, _) in &tree.members {
             done[m] = true;
         }
-        let (egraph, classes) = saturate(&tree.expr, &rewrites);
+        // Trees of one shape (an LSTM's gates, step after step) saturate once.
+        let (egraph, classes) = saturated
+            .entry(tree.expr.to_string())
+            .or_insert_with(|| saturate(&tree.expr, &rewrites));
+        let (egraph, classes) = (&*egraph, &*classes);
         let class = *classes.last().expect("a tree has a root");
         let extractor = Extractor::new(
             &egraph,
@@ -565,6 +572,7 @@ pub fn select(g: &Graph, costs: &Costs, approximate: bool) -> Graph {
             count: 0,
         };
         let Ok(v) = emit.value(&mut scratch, class) else {
+            scratch.nodes.truncate(before);
             continue;
         };
         let out = g.nodes[root].outputs[0];
@@ -652,8 +660,16 @@ impl Tree {
             self.constants.entry(Real::of(k)).or_insert(v);
             return self.expr.add(Alg::Num(Real::of(k)));
         }
-        let s = Symbol::from(format!("v{}", v.index()));
-        self.leaves.insert(s, v);
+        // Inputs named by order of first use, so trees of one shape are one
+        // expression (saturated once, `select`).
+        let s = match self.leaves.iter().find(|(_, x)| **x == v) {
+            Some((s, _)) => *s,
+            None => {
+                let s = Symbol::from(format!("x{}", self.leaves.len()));
+                self.leaves.insert(s, v);
+                s
+            }
+        };
         self.expr.add(Alg::Var(s))
     }
 }
