@@ -344,28 +344,8 @@ fn canon_for(
 /// reciprocal times itself, once per row for a row result and at compile
 /// time for a constant, which a rewrite of the graph cannot express.
 fn selection_costs(e: &Emitter) -> select::Costs {
-    use crate::ir::Unary;
     let mut ops = HashMap::new();
-    for (name, op) in [
-        ("+", Op::Add),
-        ("-", Op::Sub),
-        ("*", Op::Mul),
-        ("/", Op::Div),
-        ("max", Op::Max),
-        ("min", Op::Min),
-        ("relu", Op::Relu),
-        ("neg", Op::Unary(Unary::Neg)),
-        ("recip", Op::Unary(Unary::Reciprocal)),
-        ("sqrt", Op::Unary(Unary::Sqrt)),
-        ("rsqrt", Op::Unary(Unary::Rsqrt)),
-        ("exp", Op::Unary(Unary::Exp)),
-        ("log", Op::Unary(Unary::Log)),
-        ("tanh", Op::Unary(Unary::Tanh)),
-        ("erf", Op::Unary(Unary::Erf)),
-        ("abs", Op::Unary(Unary::Abs)),
-        ("sigmoid", Op::Unary(Unary::Sigmoid)),
-        ("round", Op::Unary(Unary::Round)),
-    ] {
+    for (name, op) in select::operations() {
         if let Some(c) = Ew::of(&op).and_then(|ew| ops::ew_cost(e, ew)) {
             ops.insert(name, c);
         }

@@ -396,6 +396,22 @@ pub const OPS: [&str; 20] = [
     "tanh", "erf", "abs", "sigmoid", "round", "lt", "le",
 ];
 
+/// Each operation of the language with the graph op it is (`("exp",
+/// Exp)`, ...): what a machine's costs are found for.
+pub fn operations() -> Vec<(&'static str, Op)> {
+    use egg::FromOp;
+    OPS.iter()
+        .filter_map(|&name| {
+            // (A name with the wrong number of children parses as a helper.)
+            let op = (1..=2).find_map(|n| {
+                let node = Alg::from_op(name, vec![Id::from(0usize); n]).ok()?;
+                node.op()
+            })?;
+            Some((name, op))
+        })
+        .collect()
+}
+
 /// Tree cost under [`Costs`], a shared child counted once per node. An
 /// operation the expression did not have costs [`NOVELTY`] more, so among
 /// terms of equal cost the one written stays.
@@ -542,10 +558,8 @@ pub fn select(g: &Graph, costs: &Costs, approximate: bool) -> Graph {
             .or_insert_with(|| saturate(&tree.expr, &rewrites));
         let (egraph, classes) = (&*egraph, &*classes);
         let class = *classes.last().expect("a tree has a root");
-        let extractor = Extractor::new(
-            &egraph,
-            MachineCost::new(costs, &egraph, &tree.expr, &classes),
-        );
+        let extractor =
+            Extractor::new(egraph, MachineCost::new(costs, egraph, &tree.expr, classes));
         if !extractor.find_best_cost(class).is_finite() {
             continue;
         }

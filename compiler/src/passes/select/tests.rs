@@ -210,6 +210,14 @@ fn ops(g: &Graph) -> Vec<&'static str> {
 }
 
 #[test]
+fn every_operation_of_the_language_is_a_graph_op() {
+    let ops = operations();
+    assert_eq!(ops.len(), OPS.len());
+    assert!(ops.contains(&("exp", Op::Unary(Unary::Exp))));
+    assert!(ops.contains(&("lt", Op::Less)));
+}
+
+#[test]
 fn a_machine_with_every_operation_keeps_the_graph() {
     let g = unary_graph(Op::Unary(Unary::Tanh), 8);
     assert_eq!(select(&g, &Costs::all(), true).nodes, g.nodes);
