@@ -544,19 +544,11 @@ impl Unary {
         Unary::Rsqrt,
     ];
 
-    /// The unary ops that are ONNX ops (all but `Rsqrt`).
-    pub const ONNX: [Unary; 10] = [
-        Unary::Exp,
-        Unary::Log,
-        Unary::Tanh,
-        Unary::Erf,
-        Unary::Sqrt,
-        Unary::Reciprocal,
-        Unary::Neg,
-        Unary::Abs,
-        Unary::Sigmoid,
-        Unary::Round,
-    ];
+    /// Whether it is an ONNX op (all but `Rsqrt`, which instruction
+    /// selection makes).
+    pub fn is_onnx(self) -> bool {
+        self != Unary::Rsqrt
+    }
 
     /// The ONNX op name (`Rsqrt`, made by instruction selection, is not one).
     pub fn name(self) -> &'static str {

@@ -363,31 +363,20 @@ impl Costs {
     /// Whether the machine has graph op `op` (ops outside the language
     /// count as had: they are not this pass's to replace).
     fn has(&self, op: &Op) -> bool {
-        let ids = [Id::from(0usize); 2];
-        let arity = if matches!(op, Op::Relu | Op::Unary(_)) {
-            1
-        } else {
-            2
-        };
-        Alg::of(op, &ids[..arity]).is_none_or(|n| self.of(&n).is_finite())
+        node_of(op).is_none_or(|n| self.of(&n).is_finite())
     }
+}
+
+/// The language's node for graph op `op` (children all class 0), if it is
+/// an operation of the language.
+fn node_of(op: &Op) -> Option<Alg> {
+    let ids = [Id::from(0usize); 2];
+    Alg::of(op, &ids[..1]).or_else(|| Alg::of(op, &ids))
 }
 
 /// Whether graph op `op` is an operation of the language.
 fn element_wise(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Add
-            | Op::Sub
-            | Op::Mul
-            | Op::Div
-            | Op::Max
-            | Op::Min
-            | Op::Relu
-            | Op::Unary(_)
-            | Op::Less
-            | Op::LessOrEqual
-    )
+    node_of(op).is_some()
 }
 
 /// The operation names of the language.

@@ -195,10 +195,10 @@ pub(super) fn lower(
         "Gelu" => gelu(imp, &cx),
         "Max" => variadic(imp, &cx, Op::Max),
         "Min" => variadic(imp, &cx, Op::Min),
-        name if Unary::ONNX.iter().any(|u| u.name() == name) => {
-            let u = Unary::ONNX
+        name if Unary::ALL.iter().any(|u| u.is_onnx() && u.name() == name) => {
+            let u = Unary::ALL
                 .into_iter()
-                .find(|u| u.name() == name)
+                .find(|u| u.is_onnx() && u.name() == name)
                 .unwrap_or(Unary::Neg);
             unary(imp, &cx, u)
         }
