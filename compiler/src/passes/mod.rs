@@ -1,6 +1,8 @@
 //! Graph-to-graph passes before lowering, independent of any machine but
 //! for the capabilities they are told of: the rewrites into forms the tile
-//! lowering handles (`canon`), and the fusion decisions made on the graph —
+//! lowering handles (`canon`), instruction selection by algebraic
+//! identities for operations a machine lacks (`select`, told the machine's
+//! costs), and the fusion decisions made on the graph —
 //! attention as one region (`fuse`) and row groups (`rowgroups`: layer
 //! normalisations, softmaxes, GELUs).
 
