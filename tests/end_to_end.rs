@@ -275,6 +275,30 @@ fn a_computed_scalar_broadcasts_against_every_element() {
     tests::matches_everywhere(&g, &inputs, &[]);
 }
 
+/// A row's maximum compared with its row: exactly one element of each row
+/// (with random data) is at the maximum. Where products read bf16
+/// (pim-dram, systolic-os), widening the maximum by a product with ones
+/// rounded it, and `max <= x` was false everywhere.
+#[test]
+fn a_row_result_widened_for_a_comparison_is_exact() {
+    use compiler::ir::{Graph, Op, ReduceKind};
+    let mut g = Graph::default();
+    let x = g.add_value("x", f32t(vec![2, 3, 4]));
+    g.inputs.push(x);
+    let max = Op::Reduce {
+        kind: ReduceKind::Max,
+        axes: vec![2],
+        keepdims: true,
+    };
+    let m = g.add_node("max", max, vec![x]).expect("typed")[0];
+    let hit = g
+        .add_node("hit", Op::LessOrEqual, vec![m, x])
+        .expect("typed")[0];
+    g.outputs.push(hit);
+    let inputs = compiler::run::random_inputs(&g, 5);
+    tests::matches_everywhere(&g, &inputs, &[]);
+}
+
 #[test]
 fn a_computed_operand_broadcast_against_a_constant() {
     use compiler::ir::{Graph, Op, Tensor};

@@ -326,6 +326,9 @@ fn canon_for(
                     && c.locs(&probe)
                         .is_some_and(|l| l[2].place != Place::Mem(info.home))
             }),
+        narrow_products: !ops::contractions(&probe)
+            .iter()
+            .any(|c| c.locs(&probe).is_some_and(|l| l[1].dtype == DType::F32)),
     };
     if !opts.identities {
         return canon::prepare(g, caps).map_err(LowerError::from);
@@ -333,7 +336,8 @@ fn canon_for(
     // Before the rewrites, so they see (and broadcast) the nodes selection
     // makes; and after, for the nodes they make (a negation).
     let costs = selection_costs(&probe);
-    let selected = select::select(g, &costs, opts.approximations);
+    let compared = canon::widen_compared(g, caps).map_err(LowerError::from)?;
+    let selected = select::select(&compared, &costs, opts.approximations);
     let prepared = canon::prepare(&selected, caps).map_err(LowerError::from)?;
     Ok(select::select(&prepared, &costs, opts.approximations))
 }

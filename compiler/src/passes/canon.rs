@@ -73,6 +73,10 @@ pub struct Caps {
     /// transpose) as it lies: a convolution's product then reads its
     /// windows so and writes its result channels first.
     pub b_as_rows: bool,
+    /// Every product of this machine reads its operands in a type narrower
+    /// than f32 (bf16): a row result widened by a product with ones is
+    /// first split into parts that type holds exactly (see [`widen`]).
+    pub narrow_products: bool,
 }
 
 /// The graph with the rewrites applied (unchanged when none applies).
@@ -406,7 +410,7 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
                 return Ok(());
             }
             for x in inputs.iter_mut() {
-                if let Some(wide) = widen(out, *x, &shape, &n.name)? {
+                if let Some(wide) = widen(out, *x, &shape, &n.name, false)? {
                     *x = wide;
                 }
             }
@@ -514,13 +518,70 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
     Ok(())
 }
 
+/// The graph with each computed row result that a comparison broadcasts
+/// against a full operand widened exactly (see [`widen`]), where the
+/// machine's products read f32 in a narrower type and it has no lane
+/// broadcast to compare them as they are. Runs before instruction
+/// selection, which rewrites comparisons into arithmetic where the row
+/// result's use as a comparison's operand is no longer seen; every other
+/// widening is the plain product (`prepare`).
+pub fn widen_compared(g: &Graph, caps: Caps) -> Result<Graph, PassError> {
+    let mut out = g.clone();
+    if !caps.narrow_products {
+        return Ok(out);
+    }
+    out.nodes.clear();
+    for n in &g.nodes {
+        if !matches!(n.op, Op::Less | Op::LessOrEqual) {
+            out.nodes.push(n.clone());
+            continue;
+        }
+        let shape = g.ty(n.outputs[0]).shape.clone();
+        let full = n
+            .inputs
+            .iter()
+            .any(|v| !g.constants.contains_key(v) && g.ty(*v).shape == shape);
+        let mut inputs = n.inputs.clone();
+        if !(caps.lane_broadcast && full) {
+            for x in inputs.iter_mut() {
+                let wide = widen(&mut out, *x, &shape, &n.name, true).map_err(|message| {
+                    PassError {
+                        node: n.name.clone(),
+                        op: n.op.name().to_owned(),
+                        message,
+                    }
+                })?;
+                if let Some(wide) = wide {
+                    *x = wide;
+                }
+            }
+        }
+        out.nodes.push(Node {
+            inputs,
+            ..n.clone()
+        });
+    }
+    Ok(out)
+}
+
 /// `x` (computed, last dimension 1) expanded to the last dimension of
-/// `shape`, if it needs to be.
+/// `shape`, if it needs to be: a product with a row of ones.
+///
+/// A product reading f32 in a narrower type (bf16) rounds `x` to it: a
+/// precision loss like any such product's, except before a comparison (a
+/// row's maximum compared with the row, `max(x) <= x`, would be false).
+/// There (`exact`, see [`widen_compared`]) an f32 `x` is split into three
+/// parts the product reads exactly:
+/// `hi` (what the product makes of `x`, a product with one), `mid` (the
+/// same of `x - hi`) and `lo = x - hi - mid`, each within the narrow
+/// type's precision of the last; `[hi, mid, lo] · 1[3, C]` sums them back
+/// to `x` exactly in the f32 accumulator.
 fn widen(
     g: &mut Graph,
     x: ValueId,
     shape: &[usize],
     node: &str,
+    exact: bool,
 ) -> Result<Option<ValueId>, String> {
     let xs = g.ty(x).shape.clone();
     // A scalar widens as one row of one element.
@@ -531,16 +592,14 @@ fn widen(
         return Ok(None);
     }
     let elem = g.ty(x).elem;
-    let ones = g.add_constant(
-        format!("{node}/ones"),
-        Tensor::new(
-            TensorType {
-                elem,
-                shape: vec![1, want],
-            },
-            vec![1.0; want],
-        ),
-    );
+    let ones = |g: &mut Graph, name: &str, shape: Vec<usize>| {
+        let n = shape.iter().product();
+        let ty = TensorType { elem, shape };
+        g.add_constant(format!("{node}/{name}"), Tensor::new(ty, vec![1.0; n]))
+    };
+    let split = exact && elem == crate::ir::ElemType::F32;
+    let depth = if split { 3 } else { 1 };
+    let ones_wide = ones(g, "ones", vec![depth, want]);
     // A 1-D operand is a row: `[1] x [1, C]` is `[C]`... keep it 2-D.
     let a = if xs.len() <= 1 {
         g.add_node(
@@ -551,7 +610,19 @@ fn widen(
     } else {
         x
     };
-    let wide = g.add_node(format!("{node}/widen"), Op::MatMul, vec![a, ones])?;
+    let a = if split {
+        let one = ones(g, "one", vec![1, 1]);
+        let hi = g.add_node(format!("{node}/hi"), Op::MatMul, vec![a, one])?[0];
+        let rest = g.add_node(format!("{node}/rest"), Op::Sub, vec![a, hi])?[0];
+        let mid = g.add_node(format!("{node}/mid"), Op::MatMul, vec![rest, one])?[0];
+        let lo = g.add_node(format!("{node}/lo"), Op::Sub, vec![rest, mid])?[0];
+        let axis = g.ty(a).shape.len() - 1;
+        let concat = Op::Concat { axis };
+        g.add_node(format!("{node}/parts"), concat, vec![hi, mid, lo])?[0]
+    } else {
+        a
+    };
+    let wide = g.add_node(format!("{node}/widen"), Op::MatMul, vec![a, ones_wide])?;
     Ok(Some(wide[0]))
 }
 
@@ -637,7 +708,7 @@ fn select_computed(g: &mut Graph, n: &Node, elem: crate::ir::ElemType) -> Result
     // first, so each product has a computed operand of the full width.
     let shape = g.ty(n.outputs[0]).shape.clone();
     let narrow = g.ty(c).shape.len() <= 1;
-    let c = match widen(g, c, &shape, &format!("{}/truth", n.name))? {
+    let c = match widen(g, c, &shape, &format!("{}/truth", n.name), false)? {
         // A scalar or one element widens to `[1, C]`: as a row of the result's rank.
         Some(wide) if narrow => {
             let mut row = vec![1; shape.len().max(1) - 1];
@@ -1346,6 +1417,7 @@ mod tests {
             mask_by_position: false,
             conv_rows: None,
             b_as_rows: false,
+            narrow_products: false,
         };
         let build = |c: f64, twice: bool| {
             let mut g = Graph::default();
@@ -1385,6 +1457,7 @@ mod tests {
                 mask_by_position: false,
                 conv_rows: None,
                 b_as_rows: false,
+                narrow_products: false,
             };
             let mut g = Graph::default();
             let x = g.add_value("x", f32s(&[4, 3]));
@@ -1483,6 +1556,7 @@ mod tests {
             mask_by_position: false,
             conv_rows: None,
             b_as_rows: false,
+            narrow_products: false,
         };
         let out = prepare(&g, caps).expect("prepares");
         let (_, t) = out
