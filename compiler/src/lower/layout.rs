@@ -183,9 +183,11 @@ pub(super) fn cast_is_view(g: &Graph, n: &crate::ir::Node) -> bool {
     }
 }
 
-/// Whether every element of `v` is 1 or 0: a comparison's result, a
-/// constant of them, and products, maxima, minima, `1 - t`, `|t - u|` and
-/// views of such values (up to `depth` producers back).
+/// Whether every element of `v` is 1 or 0: a comparison's result (as the
+/// lowering has it or as instruction selection writes it, see
+/// [`clamped_sign`]), a constant of them, and products, maxima, minima,
+/// `1 - t`, `|t - u|` and views of such values (up to `depth` producers
+/// back).
 pub(super) fn truth_value(g: &Graph, v: ValueId, depth: usize) -> bool {
     if let Some(t) = g.constants.get(&v) {
         return t.data.iter().all(|x| *x == 0.0 || *x == 1.0);
@@ -195,6 +197,9 @@ pub(super) fn truth_value(g: &Graph, v: ValueId, depth: usize) -> bool {
     };
     let all = |ins: &[ValueId]| depth > 0 && ins.iter().all(|i| truth_value(g, *i, depth - 1));
     let one = |c: ValueId| g.constants.get(&c).is_some_and(|t| t.data[..] == [1.0]);
+    if clamped_sign(g, n) {
+        return true;
+    }
     match &n.op {
         Op::Less | Op::LessOrEqual => true,
         Op::Mul | Op::Max | Op::Min | Op::Identity | Op::Reshape { .. } | Op::Cast { .. } => {
@@ -210,9 +215,49 @@ pub(super) fn truth_value(g: &Graph, v: ValueId, depth: usize) -> bool {
     }
 }
 
+/// Whether `n` is `min(max(v · k₁ · k₂ ⋯, 0), 1)` (or `min(relu(..), 1)`) with every factor at
+/// least 1 and their product at least 2^150: a comparison as instruction
+/// selection writes it (`lt-sign` in `select.rules`). Every finite nonzero
+/// f32 `v` is at least 2^-149 in magnitude, so the scaled value is 0 or at
+/// least 2 in magnitude, and the clamp leaves 0 or 1.
+fn clamped_sign(g: &Graph, n: &crate::ir::Node) -> bool {
+    let scalar = |v: ValueId| {
+        g.constants
+            .get(&v)
+            .and_then(|t| (t.data.len() == 1).then(|| t.data[0]))
+    };
+    let producer = |v: ValueId| g.nodes.iter().find(|p| p.outputs.contains(&v));
+    if !matches!(n.op, Op::Min) || scalar(n.inputs[1]) != Some(1.0) {
+        return false;
+    }
+    // `max(v, 0)`, or `relu(v)` as selection may write it.
+    let Some(max) = producer(n.inputs[0]) else {
+        return false;
+    };
+    let clamped = match max.op {
+        Op::Max => scalar(max.inputs[1]) == Some(0.0),
+        Op::Relu => true,
+        _ => false,
+    };
+    if !clamped {
+        return false;
+    }
+    let (mut v, mut scale) = (max.inputs[0], 1.0f64);
+    while let Some(p) = producer(v).filter(|p| matches!(p.op, Op::Mul)) {
+        match scalar(p.inputs[1]) {
+            Some(k) if k >= 1.0 => {
+                scale *= k;
+                v = p.inputs[0];
+            }
+            _ => break,
+        }
+    }
+    scale >= 2f64.powi(150)
+}
+
 /// Whether every element of `v` is an integer: an integer type, a constant
-/// of integers, a rounding, or exact arithmetic of integers (up to `depth`
-/// producers back).
+/// of integers, a truth value ([`truth_value`]), a rounding, or exact
+/// arithmetic of integers (up to `depth` producers back).
 pub(super) fn integral(g: &Graph, v: ValueId, depth: usize) -> bool {
     if !g.ty(v).elem.is_float() {
         return true;
@@ -237,9 +282,14 @@ pub(super) fn integral(g: &Graph, v: ValueId, depth: usize) -> bool {
             p.outputs.contains(&n.inputs[0]) && matches!(p.op, Op::Add) && magic(p.inputs[1], M)
         });
     rounds
+        || truth_value(g, v, depth)
         || depth > 0
             && match &n.op {
                 Op::Unary(crate::ir::Unary::Round) => true,
+                // Maxima, minima and sums of integers (exact below 2^24).
+                Op::Reduce { kind, .. } if *kind != crate::ir::ReduceKind::Mean => {
+                    integral(g, n.inputs[0], depth - 1)
+                }
                 Op::Add
                 | Op::Sub
                 | Op::Mul
@@ -250,6 +300,7 @@ pub(super) fn integral(g: &Graph, v: ValueId, depth: usize) -> bool {
                 | Op::Reshape { .. }
                 | Op::Identity
                 | Op::Transpose { .. }
+                | Op::Concat { .. }
                 | Op::Cast { .. } => n.inputs.iter().all(|i| integral(g, *i, depth - 1)),
                 _ => false,
             }

@@ -43,7 +43,10 @@ use elementwise::{
 use gemm::gemm;
 use pad::pad;
 use quant::{dequantize, matmul_integer, qlinear_matmul, quantize};
-use reduce::{batch_norm, group_norm, instance_norm, layer_norm, log_softmax, reduce, softmax};
+use reduce::{
+    Extreme, arg_extreme, batch_norm, group_norm, instance_norm, layer_norm, log_softmax, reduce,
+    softmax, top_k,
+};
 use resize::resize;
 use shape::{concat, expand, flatten, gather, reshape, slice, split, squeeze, transpose};
 use static_eval::{Compare, Logic};
@@ -56,6 +59,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Abs",
     "Add",
     "And",
+    "ArgMax",
+    "ArgMin",
     "AveragePool",
     "BatchNormalization",
     "Cast",
@@ -140,6 +145,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Sub",
     "Swish",
     "Tanh",
+    "TopK",
     "Transpose",
     "Unsqueeze",
     "Where",
@@ -217,6 +223,9 @@ pub(super) fn lower(
         "ReduceMean" => reduce(imp, &cx, ReduceKind::Mean),
         "ReduceMax" => reduce(imp, &cx, ReduceKind::Max),
         "ReduceMin" => reduce(imp, &cx, ReduceKind::Min),
+        "ArgMax" => arg_extreme(imp, &cx, Extreme::Max),
+        "ArgMin" => arg_extreme(imp, &cx, Extreme::Min),
+        "TopK" => top_k(imp, &cx),
         "Softmax" => softmax(imp, &cx),
         "LogSoftmax" => log_softmax(imp, &cx),
         "LayerNormalization" => layer_norm(imp, &cx),

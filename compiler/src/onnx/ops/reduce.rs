@@ -5,7 +5,7 @@
 //! reshapes and element-wise ops.
 
 use super::{Lowered, add, arity, axis_of, constant_ints, input, optional_input, scalar};
-use crate::ir::{Op, ReduceKind, Tensor, TensorType, Unary, ValueId};
+use crate::ir::{ElemType, Op, ReduceKind, Tensor, TensorType, Unary, ValueId};
 use crate::onnx::ImportError;
 use crate::onnx::import::Importer;
 use crate::onnx::node::NodeCx;
@@ -441,4 +441,238 @@ mod tests {
         }
         assert!(close(&got, &want, 1e-5));
     }
+}
+
+/// Which extreme an index search looks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Extreme {
+    Max,
+    Min,
+}
+
+/// Where `x` reaches its extreme along `axis` (kept as size 1), as an f32
+/// index, with the extreme itself. Exact arithmetic on 0/1 truth values:
+/// `hit = m <= x` (or `x <= m`) marks the elements at the extreme `m`; the
+/// first index is `min(i + (1 - hit) · n)` over the axis, the last
+/// `max(hit · (i + 1)) - 1`. `step` prefixes the nodes' names.
+fn extreme_index(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    step: &str,
+    x: ValueId,
+    axis: usize,
+    which: Extreme,
+    last: bool,
+) -> Result<(ValueId, ValueId), ImportError> {
+    let ty = imp.g.ty(x).clone();
+    let n = ty.shape[axis];
+    let name = |s: &str| format!("{step}{s}");
+    let red = |kind, axes: &[usize]| Op::Reduce {
+        kind,
+        axes: axes.to_vec(),
+        keepdims: true,
+    };
+    let kind = match which {
+        Extreme::Max => ReduceKind::Max,
+        Extreme::Min => ReduceKind::Min,
+    };
+    let m = add(imp, cx, &name("extreme"), red(kind, &[axis]), vec![x])?;
+    let pair = match which {
+        Extreme::Max => vec![m, x],
+        Extreme::Min => vec![x, m],
+    };
+    let hit = add(imp, cx, &name("hit"), Op::LessOrEqual, pair)?;
+    let hit = add(imp, cx, &name("hit_f32"), Op::Cast { to: ElemType::F32 }, vec![hit])?;
+    // The indices along the axis, shaped to broadcast against `x`.
+    let mut shape = vec![1; ty.shape.len()];
+    shape[axis] = n;
+    let iota = |imp: &mut Importer, what: &str, from: f64| {
+        let data = (0..n).map(|i| from + i as f64).collect();
+        let ty = TensorType {
+            elem: ElemType::F32,
+            shape: shape.clone(),
+        };
+        imp.g
+            .add_constant(format!("{}/{step}{what}", cx.name), Tensor::new(ty, data))
+    };
+    let index = if last {
+        // max(hit · (i + 1)) - 1: 0 where nothing else is, so the last hit wins.
+        let from_one = iota(imp, "index_plus_one", 1.0);
+        let at = add(imp, cx, &name("hit_index"), Op::Mul, vec![hit, from_one])?;
+        let top = add(imp, cx, &name("last"), red(ReduceKind::Max, &[axis]), vec![at])?;
+        let one = scalar(imp, format!("{}/{step}one", cx.name), ElemType::F32, 1.0);
+        add(imp, cx, &name("index"), Op::Sub, vec![top, one])?
+    } else {
+        // min(i + (1 - hit) · n): past every index where it is not a hit.
+        let index = iota(imp, "index", 0.0);
+        let big = scalar(imp, format!("{}/{step}past", cx.name), ElemType::F32, n as f64);
+        let one = scalar(imp, format!("{}/{step}one", cx.name), ElemType::F32, 1.0);
+        let miss = add(imp, cx, &name("miss"), Op::Sub, vec![one, hit])?;
+        let away = add(imp, cx, &name("away"), Op::Mul, vec![miss, big])?;
+        let at = add(imp, cx, &name("candidate"), Op::Add, vec![index, away])?;
+        add(imp, cx, &name("index"), red(ReduceKind::Min, &[axis]), vec![at])?
+    };
+    Ok((index, m))
+}
+
+/// The input as f32 (integers are held so, exact below 2^24).
+fn as_f32(imp: &mut Importer, cx: &NodeCx, x: ValueId) -> Result<ValueId, ImportError> {
+    let elem = imp.g.ty(x).elem;
+    if elem == ElemType::F32 {
+        return Ok(x);
+    }
+    if elem == ElemType::Bool || elem.is_float() && elem != ElemType::F64 {
+        let ty = imp.g.ty(x).clone();
+        return Err(cx.shape_err(format!(
+            "{} is taken on f32 and integer tensors, the input is {ty}",
+            cx.op_type()
+        )));
+    }
+    add(imp, cx, "as_f32", Op::Cast { to: ElemType::F32 }, vec![x])
+}
+
+/// `ArgMax` / `ArgMin` over one axis (`keepdims`, `select_last_index`), an
+/// int64 result.
+pub(super) fn arg_extreme(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    which: Extreme,
+) -> Result<Lowered, ImportError> {
+    arity(cx, 1, 1)?;
+    cx.check_attributes(&["axis", "keepdims", "select_last_index"])?;
+    let x = input(imp, cx, 0)?;
+    let x = as_f32(imp, cx, x)?;
+    let rank = imp.g.ty(x).shape.len();
+    if rank == 0 {
+        return Err(cx.shape_err("the input is a scalar: there is no axis to search"));
+    }
+    let axis = axis_of(cx, "axis", cx.int("axis", 0)?, rank)?;
+    let last = cx.int("select_last_index", 0)? != 0;
+    let (index, _) = extreme_index(imp, cx, "", x, axis, which, last)?;
+    let index = if cx.int("keepdims", 1)? != 0 {
+        index
+    } else {
+        let mut shape = imp.g.ty(index).shape.clone();
+        shape.remove(axis);
+        add(imp, cx, "dropped", Op::Reshape { shape }, vec![index])?
+    };
+    add(imp, cx, "", Op::Cast { to: ElemType::I64 }, vec![index]).map(Lowered::Value)
+}
+
+/// The most elements `TopK` takes: each is a search over the whole axis.
+const MAX_TOP_K: usize = 256;
+
+/// `TopK` with a constant `k` over any axis: `k` searches for the extreme
+/// and its first index ([`extreme_index`]), each taking the element found
+/// out of the next (replaced by the far end of f32's range, so that ties
+/// come out lowest index first, as ONNX orders them). The values and
+/// int64 indices are the searches' results joined along the axis, sorted
+/// (which `sorted = 0` allows too).
+pub(super) fn top_k(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    let (ins, outs) = (cx.proto.input.len(), cx.proto.output.len());
+    if ins != 2 {
+        return Err(cx.arity_err(format!("takes 2 inputs, has {ins}")));
+    }
+    if outs != 2 {
+        return Err(cx.arity_err(format!("has {outs} outputs, the op has 2")));
+    }
+    cx.check_attributes(&["axis", "largest", "sorted"])?;
+    let x = input(imp, cx, 0)?;
+    let elem = imp.g.ty(x).elem;
+    let x = as_f32(imp, cx, x)?;
+    let k_in = input(imp, cx, 1)?;
+    let k = match constant_ints(imp, cx, k_in)?[..] {
+        [k] => k,
+        ref ks => return Err(cx.shape_err(format!("K must hold one value, it holds {ks:?}"))),
+    };
+    let rank = imp.g.ty(x).shape.len();
+    if rank == 0 {
+        return Err(cx.shape_err("the input is a scalar: there is no axis to search"));
+    }
+    let axis = axis_of(cx, "axis", cx.int("axis", -1)?, rank)?;
+    let n = imp.g.ty(x).shape[axis];
+    let k = usize::try_from(k)
+        .ok()
+        .filter(|k| *k <= n)
+        .ok_or_else(|| cx.attr_err("K", format!("{k} is not in 0..={n}, the axis' size")))?;
+    if k > MAX_TOP_K {
+        return Err(cx.attr_err(
+            "K",
+            format!("{k} is more than the {MAX_TOP_K} elements TopK takes (one search each)"),
+        ));
+    }
+    let which = if cx.int("largest", 1)? != 0 {
+        Extreme::Max
+    } else {
+        Extreme::Min
+    };
+    let far = match which {
+        Extreme::Max => f64::from(f32::MIN),
+        Extreme::Min => f64::from(f32::MAX),
+    };
+    let mut shape = imp.g.ty(x).shape.clone();
+    shape[axis] = 0;
+    if k == 0 {
+        let empty = |imp: &mut Importer, what: &str, elem| {
+            let ty = TensorType {
+                elem,
+                shape: shape.clone(),
+            };
+            imp.g
+                .add_constant(format!("{}/{what}", cx.name), Tensor::new(ty, vec![]))
+        };
+        let v = empty(imp, "values", elem);
+        let i = empty(imp, "indices", ElemType::I64);
+        return Ok(Lowered::Many(vec![Some(v), Some(i)]));
+    }
+    let (mut values, mut indices) = (Vec::with_capacity(k), Vec::with_capacity(k));
+    let mut rest = x;
+    for step in 0..k {
+        let prefix = format!("top{step}/");
+        let (index, m) = extreme_index(imp, cx, &prefix, rest, axis, which, false)?;
+        values.push(m);
+        indices.push(index);
+        if step + 1 == k {
+            break;
+        }
+        // rest · (1 - found) + far · found, `found` 1 at the index taken.
+        let iota = {
+            let mut s = vec![1; rank];
+            s[axis] = n;
+            let ty = TensorType {
+                elem: ElemType::F32,
+                shape: s,
+            };
+            let data = (0..n).map(|i| i as f64).collect();
+            imp.g
+                .add_constant(format!("{}/{prefix}position", cx.name), Tensor::new(ty, data))
+        };
+        let p = |s: &str| format!("{prefix}{s}");
+        let at_most = add(imp, cx, &p("at_most"), Op::LessOrEqual, vec![iota, index])?;
+        let at_least = add(imp, cx, &p("at_least"), Op::LessOrEqual, vec![index, iota])?;
+        let found = add(imp, cx, &p("found"), Op::Mul, vec![at_most, at_least])?;
+        let found = add(imp, cx, &p("found_f32"), Op::Cast { to: ElemType::F32 }, vec![found])?;
+        let one = scalar(imp, format!("{}/{prefix}one", cx.name), ElemType::F32, 1.0);
+        let far = scalar(imp, format!("{}/{prefix}far", cx.name), ElemType::F32, far);
+        let kept = add(imp, cx, &p("kept_mask"), Op::Sub, vec![one, found])?;
+        let kept = add(imp, cx, &p("kept"), Op::Mul, vec![rest, kept])?;
+        let away = add(imp, cx, &p("away"), Op::Mul, vec![found, far])?;
+        rest = add(imp, cx, &p("rest"), Op::Add, vec![kept, away])?;
+    }
+    let join = |imp: &mut Importer, what: &str, parts: Vec<ValueId>| {
+        if parts.len() == 1 {
+            Ok(parts[0])
+        } else {
+            add(imp, cx, what, Op::Concat { axis }, parts)
+        }
+    };
+    let v = join(imp, "values", values)?;
+    let v = if elem == ElemType::F32 {
+        v
+    } else {
+        add(imp, cx, "values_typed", Op::Cast { to: elem }, vec![v])?
+    };
+    let i = join(imp, "indices_f32", indices)?;
+    let i = add(imp, cx, "indices", Op::Cast { to: ElemType::I64 }, vec![i])?;
+    Ok(Lowered::Many(vec![Some(v), Some(i)]))
 }
