@@ -256,8 +256,10 @@ fn clamped_sign(g: &Graph, n: &crate::ir::Node) -> bool {
 }
 
 /// Whether every element of `v` is an integer: an integer type, a constant
-/// of integers, a truth value ([`truth_value`]), a rounding, or exact
-/// arithmetic of integers (up to `depth` producers back).
+/// of integers, a truth value ([`truth_value`]), a rounding, or arithmetic
+/// of integers (sums, products, matrix products: rounding an integer to a
+/// float type gives an integer, so even inexact arithmetic stays integral;
+/// up to `depth` producers back).
 pub(super) fn integral(g: &Graph, v: ValueId, depth: usize) -> bool {
     if !g.ty(v).elem.is_float() {
         return true;
@@ -301,6 +303,7 @@ pub(super) fn integral(g: &Graph, v: ValueId, depth: usize) -> bool {
                 | Op::Identity
                 | Op::Transpose { .. }
                 | Op::Concat { .. }
+                | Op::MatMul
                 | Op::Cast { .. } => n.inputs.iter().all(|i| integral(g, *i, depth - 1)),
                 _ => false,
             }

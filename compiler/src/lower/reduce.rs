@@ -452,8 +452,9 @@ impl Lowerer<'_> {
 
     /// The reduction of the whole-register chunks of rows `r..r + h` of
     /// `src` (at least two, on chip, with a register form): loaded, combined
-    /// pairwise by `combine` in registers, and reduced across the lanes by
-    /// one instruction. None when that does not apply.
+    /// by `combine` in registers into a few partial results, those combined
+    /// pairwise, and reduced across the lanes by one instruction. None when
+    /// that does not apply.
     #[allow(clippy::too_many_arguments)]
     fn reduce_whole_chunks(
         &mut self,
@@ -469,20 +470,34 @@ impl Lowerer<'_> {
         if full < 2 || src.mem == self.info.home || !matches!(f.src.place, Place::Reg(_)) {
             return Ok(None);
         }
+        let Place::Reg(file) = f.src.place else {
+            return Ok(None);
+        };
+        // At most a quarter of the file's registers hold partial results
+        // (chunk k goes into partial k mod that), so a row of any width
+        // is reduced within the file; they are combined as a tree at the end.
+        let count = self.e.m.regfiles[file.index()].count.value;
+        let partials = (count / 4).clamp(2, 8) as usize;
         let cp = self.e.checkpoint();
         let attempt = (|| -> Result<Val, String> {
-            let mut regs = Vec::with_capacity(full as usize);
+            let mut regs: Vec<RegTile> = Vec::with_capacity(partials);
             for k in 0..full {
-                match self.e.to_loc(
+                let x = match self.e.to_loc(
                     Val::Mem(src.tile(r, k * gc, h, gc)),
                     f.src,
                     None,
                     Pad::Dense,
                 )? {
-                    Val::Reg(x) => regs.push(x),
+                    Val::Reg(x) => x,
                     Val::Mem(_) | Val::Splat(_) => {
                         return Err("a chunk did not land in a register".to_owned());
                     }
+                };
+                let slot = k as usize % partials;
+                if slot < regs.len() {
+                    regs[slot] = ops::reg_binary(&mut self.e, combine, &regs[slot], &x)?;
+                } else {
+                    regs.push(x);
                 }
             }
             while regs.len() > 1 {

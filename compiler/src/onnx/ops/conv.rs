@@ -90,7 +90,9 @@ fn spatial(
     what: &str,
 ) -> Result<(Vec<usize>, usize), ImportError> {
     let ty = imp.g.ty(v);
-    if !(3..=4).contains(&ty.shape.len()) || !ty.elem.is_float() {
+    // int32: `ConvInteger`'s centred operands.
+    let numeric = ty.elem.is_float() || ty.elem == ElemType::I32;
+    if !(3..=4).contains(&ty.shape.len()) || !numeric {
         return Err(cx.shape_err(format!(
             "{what} must be a 3-D or 4-D floating-point tensor (1-D and 2-D only), it is {ty}"
         )));
@@ -153,6 +155,19 @@ pub(super) fn conv(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportErr
         "strides",
     ])?;
     let (x, w) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
+    let bias = optional_input(imp, cx, 2)?;
+    conv_of(imp, cx, x, w, bias)
+}
+
+/// The convolution of `x` by `w` (plus `bias`) as the node's attributes
+/// say: `Conv`'s, and `ConvInteger`'s on its centred operands.
+pub(super) fn conv_of(
+    imp: &mut Importer,
+    cx: &NodeCx,
+    x: ValueId,
+    w: ValueId,
+    bias: Option<ValueId>,
+) -> Result<Lowered, ImportError> {
     let (_, nd) = spatial(imp, cx, x, "the input")?;
     let (ws, wd) = spatial(imp, cx, w, "the weight")?;
     if wd != nd {
@@ -163,9 +178,7 @@ pub(super) fn conv(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportErr
     let (w, ws) = lift(imp, cx, w, "w_2d")?;
     let window = window(cx, &xs, [ws[2], ws[3]], nd)?;
     let mut ins = vec![x, w];
-    if let Some(b) = optional_input(imp, cx, 2)? {
-        ins.push(b);
-    }
+    ins.extend(bias);
     let step = if nd == 1 { "conv_2d" } else { "" };
     let y = add(imp, cx, step, Op::Conv { window, groups }, ins)?;
     lower_back(imp, cx, y, nd)

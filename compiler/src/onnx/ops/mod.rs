@@ -42,7 +42,9 @@ use elementwise::{
 };
 use gemm::gemm;
 use pad::pad;
-use quant::{dequantize, matmul_integer, qlinear_matmul, quantize};
+use quant::{
+    conv_integer, dequantize, dynamic_quantize, matmul_integer, qlinear_matmul, quantize,
+};
 use reduce::{
     Extreme, arg_extreme, batch_norm, group_norm, instance_norm, layer_norm, log_softmax, reduce,
     softmax, top_k,
@@ -71,9 +73,11 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Constant",
     "ConstantOfShape",
     "Conv",
+    "ConvInteger",
     "ConvTranspose",
     "DequantizeLinear",
     "Div",
+    "DynamicQuantizeLinear",
     "Einsum",
     "Elu",
     "Equal",
@@ -226,6 +230,8 @@ pub(super) fn lower(
         "ArgMax" => arg_extreme(imp, &cx, Extreme::Max),
         "ArgMin" => arg_extreme(imp, &cx, Extreme::Min),
         "TopK" => top_k(imp, &cx),
+        "DynamicQuantizeLinear" => dynamic_quantize(imp, &cx),
+        "ConvInteger" => conv_integer(imp, &cx),
         "Softmax" => softmax(imp, &cx),
         "LogSoftmax" => log_softmax(imp, &cx),
         "LayerNormalization" => layer_norm(imp, &cx),

@@ -1,4 +1,5 @@
-//! Quantisation: `QuantizeLinear`, `DequantizeLinear`, `MatMulInteger` and
+//! Quantisation: `QuantizeLinear`, `DequantizeLinear`,
+//! `DynamicQuantizeLinear`, `MatMulInteger`, `ConvInteger` and
 //! `QLinearMatMul`, as exact integer and float arithmetic.
 
 use super::{Lowered, add, arity, axis_of, input, optional_input, scalar};
@@ -17,9 +18,11 @@ fn int_range(elem: ElemType) -> Option<(f64, f64)> {
     }
 }
 
-/// A constant scale or zero point as `elem` values broadcast along `axis`
-/// of a `rank`-D tensor (a scalar stays a scalar; a 1-D one becomes
-/// `[C, 1, ..., 1]`).
+/// A scale or zero point as `elem` values broadcast along `axis` of a
+/// `rank`-D tensor (a scalar stays a scalar; a 1-D one becomes
+/// `[C, 1, ..., 1]`). A constant is converted when compiling; one computed
+/// at run time (`DynamicQuantizeLinear`'s) is cast (a view: integers are
+/// held in f32) and reshaped.
 fn per_axis(
     imp: &mut Importer,
     cx: &NodeCx,
@@ -29,14 +32,8 @@ fn per_axis(
     elem: ElemType,
     what: &str,
 ) -> Result<ValueId, ImportError> {
-    let Some(t) = imp.g.constants.get(&v).cloned() else {
-        return Err(ImportError::NotConstant {
-            node: cx.node.clone(),
-            op_type: cx.op_type(),
-            value: imp.g.values[v.index()].name.clone(),
-        });
-    };
-    let shape = match t.ty.shape.as_slice() {
+    let given = imp.g.ty(v).shape.clone();
+    let shape = match given.as_slice() {
         [] | [1] => vec![],
         [c] => {
             let mut s = vec![*c];
@@ -48,6 +45,16 @@ fn per_axis(
                 "the {what} must be a scalar or 1-D, it is {other:?}"
             )));
         }
+    };
+    let Some(t) = imp.g.constants.get(&v).cloned() else {
+        let mut x = v;
+        if imp.g.ty(x).elem != elem {
+            x = add(imp, cx, &format!("{what}_{}", elem.name()), Op::Cast { to: elem }, vec![x])?;
+        }
+        if given != shape {
+            x = add(imp, cx, &format!("{what}_shaped"), Op::Reshape { shape }, vec![x])?;
+        }
+        return Ok(x);
     };
     let ty = TensorType { elem, shape };
     Ok(imp.g.add_constant(
@@ -167,32 +174,11 @@ fn integer_product(
             vec![v],
         )?;
         if let Some(z) = zp {
-            let Some(t) = imp.g.constants.get(&z).cloned() else {
-                return Err(ImportError::NotConstant {
-                    node: cx.node.clone(),
-                    op_type: cx.op_type(),
-                    value: imp.g.values[z.index()].name.clone(),
-                });
-            };
             // Per row of A: [M, 1]; per column of B: [N]; else a scalar.
-            let shape = match (t.ty.shape.as_slice(), is_a) {
-                ([] | [1], _) => vec![],
-                ([m], true) => vec![*m, 1],
-                ([n], false) => vec![*n],
-                (other, _) => {
-                    return Err(
-                        cx.shape_err(format!("a zero point of shape {other:?} is not supported"))
-                    );
-                }
-            };
-            let ty = TensorType {
-                elem: ElemType::I32,
-                shape,
-            };
-            let zc = imp.g.add_constant(
-                format!("{}/{name}_zero_point", cx.name),
-                Tensor::new(ty, t.data.to_vec()),
-            );
+            let rank = ty.shape.len();
+            let axis = if is_a { rank.saturating_sub(2) } else { rank.saturating_sub(1) };
+            let what = format!("{name}_zero_point");
+            let zc = per_axis(imp, cx, z, axis, rank, ElemType::I32, &what)?;
             x = add(imp, cx, &format!("{name}_centered"), Op::Sub, vec![x, zc])?;
         }
         Ok(x)
@@ -250,4 +236,95 @@ pub(super) fn qlinear_matmul(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered,
     y = add(imp, cx, "at_least", Op::Max, vec![y, l])?;
     y = add(imp, cx, "at_most", Op::Min, vec![y, h])?;
     add(imp, cx, "", Op::Cast { to: out }, vec![y]).map(Lowered::Value)
+}
+
+/// `DynamicQuantizeLinear`: uint8 quantisation with a scale and zero point
+/// computed from the data at run time, as ONNX defines them: the range
+/// `[min(min(x), 0), max(max(x), 0)]` over 255 steps, the zero point
+/// `saturate(round(-min / scale))`, and `y = saturate(round(x / scale) +
+/// zero_point)`.
+pub(super) fn dynamic_quantize(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    let (ins, outs) = (cx.proto.input.len(), cx.proto.output.len());
+    if ins != 1 {
+        return Err(cx.arity_err(format!("takes 1 input, has {ins}")));
+    }
+    if outs != 3 {
+        return Err(cx.arity_err(format!("has {outs} outputs, the op has 3")));
+    }
+    cx.check_attributes(&[])?;
+    let x = input(imp, cx, 0)?;
+    let ty = imp.g.ty(x).clone();
+    if ty.elem != ElemType::F32 {
+        return Err(cx.shape_err(format!("the input must be float, it is {ty}")));
+    }
+    let f = ElemType::F32;
+    let c = |imp: &mut Importer, what: &str, v: f64| scalar(imp, format!("{}/{what}", cx.name), f, v);
+    let all = |kind| Op::Reduce {
+        kind,
+        axes: (0..ty.shape.len()).collect(),
+        keepdims: false,
+    };
+    let zero = c(imp, "zero", 0.0);
+    let hi = add(imp, cx, "max", all(crate::ir::ReduceKind::Max), vec![x])?;
+    let hi = add(imp, cx, "high", Op::Max, vec![hi, zero])?;
+    let lo = add(imp, cx, "min", all(crate::ir::ReduceKind::Min), vec![x])?;
+    let lo = add(imp, cx, "low", Op::Min, vec![lo, zero])?;
+    let range = add(imp, cx, "range", Op::Sub, vec![hi, lo])?;
+    let steps = c(imp, "steps", 255.0);
+    let scale = add(imp, cx, "scale", Op::Div, vec![range, steps])?;
+    let (q_lo, q_hi) = (c(imp, "q_low", 0.0), c(imp, "q_high", 255.0));
+    let saturate = |imp: &mut Importer, what: &str, v: ValueId| {
+        let v = add(imp, cx, &format!("{what}_at_least"), Op::Max, vec![v, q_lo])?;
+        add(imp, cx, &format!("{what}_at_most"), Op::Min, vec![v, q_hi])
+    };
+    let below = add(imp, cx, "below_zero", Op::Sub, vec![zero, lo])?;
+    let zp = add(imp, cx, "zero_point_exact", Op::Div, vec![below, scale])?;
+    let zp = add(imp, cx, "zero_point_rounded", Op::Unary(Unary::Round), vec![zp])?;
+    let zp = saturate(imp, "zero_point", zp)?;
+    let y = add(imp, cx, "scaled", Op::Div, vec![x, scale])?;
+    let y = add(imp, cx, "rounded", Op::Unary(Unary::Round), vec![y])?;
+    let y = add(imp, cx, "shifted", Op::Add, vec![y, zp])?;
+    let y = saturate(imp, "y", y)?;
+    let u8 = Op::Cast { to: ElemType::U8 };
+    let y = add(imp, cx, "", u8.clone(), vec![y])?;
+    let zp = add(imp, cx, "zero_point", u8, vec![zp])?;
+    Ok(Lowered::Many(vec![Some(y), Some(scale), Some(zp)]))
+}
+
+/// `ConvInteger`: the convolution of `x - x_zero_point` (one for the
+/// tensor) by `w - w_zero_point` (one, or one per output channel) in
+/// int32, either zero point constant or computed at run time; the padding
+/// is at the zero point, as ONNX's reference centres before padding.
+pub(super) fn conv_integer(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
+    arity(cx, 2, 4)?;
+    cx.check_attributes(&[
+        "auto_pad",
+        "dilations",
+        "group",
+        "kernel_shape",
+        "pads",
+        "strides",
+    ])?;
+    let mut centred = Vec::with_capacity(2);
+    for (i, name) in [(0, "x"), (1, "w")] {
+        let v = input(imp, cx, i)?;
+        let ty = imp.g.ty(v).clone();
+        if !matches!(ty.elem, ElemType::I8 | ElemType::U8) {
+            return Err(cx.shape_err(format!("the operands must be int8 or uint8, {name} is {ty}")));
+        }
+        let wide = Op::Cast { to: ElemType::I32 };
+        let mut c = add(imp, cx, &format!("{name}_wide"), wide, vec![v])?;
+        if let Some(z) = optional_input(imp, cx, i + 2)? {
+            if i == 0 && imp.g.ty(z).numel() != 1 {
+                return Err(cx.shape_err("x_zero_point must be one value for the tensor"));
+            }
+            // The weights' zero point is per output channel, axis 0.
+            let rank = ty.shape.len();
+            let what = format!("{name}_zero_point");
+            let zc = per_axis(imp, cx, z, 0, rank, ElemType::I32, &what)?;
+            c = add(imp, cx, &format!("{name}_centered"), Op::Sub, vec![c, zc])?;
+        }
+        centred.push(c);
+    }
+    super::conv::conv_of(imp, cx, centred[0], centred[1], None)
 }
