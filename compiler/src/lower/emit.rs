@@ -217,11 +217,6 @@ pub struct Emitter<'a> {
     pub info: &'a Info,
     /// Large transfers go as one piece per copy of their unit (`Emitter::spread_transfer`).
     pub spread_transfers: bool,
-    /// A memory-to-memory copy whose rows are wider than one transfer takes
-    /// goes in column chunks (else it fails, and the caller chooses another
-    /// way, e.g. smaller steps). Staged runs of a product's operand set it:
-    /// other callers' fallbacks keep less in registers at once.
-    pub column_chunks: bool,
     /// Code so far.
     pub code: Vec<VInst>,
     /// The half of each register file new virtual registers prefer
@@ -256,7 +251,6 @@ impl<'a> Emitter<'a> {
             isa,
             info,
             spread_transfers: true,
-            column_chunks: false,
             code: Vec::new(),
             side: None,
             sides: vec![Vec::new(); m.regfiles.len()],
@@ -782,8 +776,7 @@ impl<'a> Emitter<'a> {
                     }
                     Val::Mem(src) => {
                         // A row wider than one transfer takes goes in column
-                        // chunks of the widest power of two that does
-                        // (with `column_chunks`).
+                        // chunks of the widest power of two that does.
                         let row_fits = |e: &Self, w: i64| {
                             let shape = if c.rank == 2 { vec![1, w] } else { vec![w] };
                             let op = e.copy_op(
@@ -795,7 +788,7 @@ impl<'a> Emitter<'a> {
                             e.check(&op.0, c.inst).is_ok()
                         };
                         let mut chunk = cols;
-                        if self.column_chunks && !row_fits(self, cols) {
+                        if !row_fits(self, cols) {
                             chunk = 1i64 << (63 - (cols - 1).max(1).leading_zeros());
                             while chunk > 1 && !row_fits(self, chunk) {
                                 chunk /= 2;

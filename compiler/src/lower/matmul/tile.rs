@@ -406,32 +406,47 @@ impl Lowerer<'_> {
             .path(&[land], sc.vector)
             .and_then(|(_, ch)| ch.first().map(|&ci| self.info.copies[ci].pad()))
             .unwrap_or(Pad::Dense);
-        let b_cols = match self
-            .e
-            .to_loc(Val::Mem(hb.view(0, c, p.k, w)), land, None, pad)
-            .map_err(err)?
-        {
-            Val::Mem(t) => t,
-            Val::Reg(_) | Val::Splat(_) => return Err(err("B landed in a register")),
+        // B's columns come in blocks of rows that each take at most
+        // `1 / tile_share` of the memory they land in (as a contraction's
+        // tiles do, see `tile_cost`), so a long reduction (a context of
+        // 1024 tokens against the cache) is not staged whole.
+        let Place::Mem(lm) = land.place else {
+            return Err(err("B lands in registers"));
         };
+        let room = self.e.m.memories[lm.index()].size.value / self.trials.tile_share.max(1);
+        let block = (room / (w * land.dtype.bytes() as i64).max(1)).clamp(1, p.k.max(1));
         let mut acc: Option<Val> = None;
-        for k in 0..p.k {
-            self.e.ready(&a_row).map_err(err)?;
-            let s = ops::scalar_load(&mut self.e, &sc, &a_row.view(0, k, 1, 1)).map_err(err)?;
-            let row = self
+        let mut k0 = 0;
+        while k0 < p.k {
+            let kh = block.min(p.k - k0);
+            let b_cols = match self
                 .e
-                .to_loc(
-                    Val::Mem(b_cols.view(k, 0, 1, w)),
-                    sc.vector,
-                    None,
-                    Pad::Dense,
-                )
-                .map_err(err)?;
-            let t = ops::scale(&mut self.e, &sc, row, s, w).map_err(err)?;
-            acc = Some(match acc {
-                None => t,
-                Some(a) => ops::add_vectors(&mut self.e, &sc, a, t, w).map_err(err)?,
-            });
+                .to_loc(Val::Mem(hb.view(k0, c, kh, w)), land, None, pad)
+                .map_err(err)?
+            {
+                Val::Mem(t) => t,
+                Val::Reg(_) | Val::Splat(_) => return Err(err("B landed in a register")),
+            };
+            for k in 0..kh {
+                self.e.ready(&a_row).map_err(err)?;
+                let s = ops::scalar_load(&mut self.e, &sc, &a_row.view(0, k0 + k, 1, 1))
+                    .map_err(err)?;
+                let row = self
+                    .e
+                    .to_loc(
+                        Val::Mem(b_cols.view(k, 0, 1, w)),
+                        sc.vector,
+                        None,
+                        Pad::Dense,
+                    )
+                    .map_err(err)?;
+                let t = ops::scale(&mut self.e, &sc, row, s, w).map_err(err)?;
+                acc = Some(match acc {
+                    None => t,
+                    Some(a) => ops::add_vectors(&mut self.e, &sc, a, t, w).map_err(err)?,
+                });
+            }
+            k0 += kh;
         }
         acc.ok_or_else(|| err("an empty reduction"))
     }
@@ -809,9 +824,7 @@ impl Lowerer<'_> {
             } else {
                 whole.view(k0 + b0, c0, w, cols)
             };
-            self.e.column_chunks = true;
             let landed = self.e.to_loc(Val::Mem(src), at, None, pad);
-            self.e.column_chunks = false;
             match landed.map_err(err)? {
                 Val::Mem(t) => bands.push((b0, w, t)),
                 Val::Reg(_) | Val::Splat(_) => {
