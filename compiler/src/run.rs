@@ -120,6 +120,8 @@ pub struct RegionRun {
     pub macs: u64,
     /// Bytes it must move across the home memory at least.
     pub home_bytes: u64,
+    /// Bytes of constants it reads where they lie at home (not in `home_bytes`).
+    pub in_place_bytes: u64,
     /// Its roofline bound alone.
     pub roofline_cycles: u64,
     /// Its share of the program: cycles from its first bundle's issue to
@@ -148,6 +150,7 @@ pub fn regions(compiled: &Compiled, m: &Machine, report: &targets::sim::Report) 
                 instructions: *n,
                 macs: s.macs,
                 home_bytes: s.home_bytes,
+                in_place_bytes: s.in_place_bytes,
                 roofline_cycles: bound,
                 cycles: s.cycles(&report.issue_cycles, report.cycles),
                 span_cycles: span,

@@ -816,7 +816,7 @@ impl Default for Settings {
 /// Why `w` is not run on `t` under `max_bound_cycles`, if it is not.
 pub fn skip_reason(w: &Workload, t: &targets::Target, max_bound_cycles: u64) -> Option<String> {
     let macs = w.macs()?;
-    let bound = lower::Roofline::of(t.machine(), macs, 0).compute_cycles;
+    let bound = lower::Roofline::of(t.machine(), macs, 0, 0).compute_cycles;
     (bound > max_bound_cycles).then(|| {
         format!(
             "its compute bound, {bound} cycles, exceeds the budget of {max_bound_cycles} \

@@ -96,17 +96,26 @@ impl Lowerer<'_> {
                 .collect();
             self.region_stats(&placed, &latency, bundles.len())
         });
+        let constant_bytes = |in_place: bool| -> u64 {
+            self.g
+                .constants
+                .iter()
+                .filter(|(v, _)| self.pool.read_in_place.contains(v) == in_place)
+                .map(|(v, t)| {
+                    let packed = self.pool.packed_elem_bytes.get(v).copied();
+                    t.ty.numel() as u64 * packed.unwrap_or(u64::MAX).min(self.layout.act.bytes())
+                })
+                .sum()
+        };
         let min_home_bytes = self
             .g
             .inputs
             .iter()
             .chain(&self.g.outputs)
             .map(|v| self.g.ty(*v).numel() as u64 * self.layout.homes[v].dtype.bytes())
-            .chain(self.g.constants.iter().map(|(v, t)| {
-                let packed = self.pool.packed_elem_bytes.get(v).copied();
-                t.ty.numel() as u64 * packed.unwrap_or(u64::MAX).min(self.layout.act.bytes())
-            }))
-            .sum();
+            .sum::<u64>()
+            + constant_bytes(false);
+        let min_in_place_bytes = constant_bytes(true);
         Ok(Compiled {
             program,
             bundles,
@@ -116,6 +125,7 @@ impl Lowerer<'_> {
             buffers,
             macs,
             min_home_bytes,
+            min_in_place_bytes,
             region_stats,
             notes: match &self.kept.residency_blocked {
                 Some(why) if self.opts.residency => {

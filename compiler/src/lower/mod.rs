@@ -110,6 +110,9 @@ pub struct Compiled {
     pub macs: u64,
     /// Bytes of each tensor that must cross the home memory at least once.
     pub min_home_bytes: u64,
+    /// Bytes of the constants contractions read where they lie at home,
+    /// at least once (not in `min_home_bytes`).
+    pub min_in_place_bytes: u64,
     /// Per region (beside `regions`): its work, traffic and bundles.
     pub region_stats: Vec<RegionStats>,
     /// What the compiler chose not to do, and why (an attention not kept on chip).
@@ -492,6 +495,7 @@ impl<'a> Lowerer<'a> {
                 packed: HashMap::new(),
                 packed_panels: HashMap::new(),
                 packed_elem_bytes: HashMap::new(),
+                read_in_place: std::collections::HashSet::new(),
                 packing: std::time::Duration::ZERO,
             },
             plan: RegionPlan {

@@ -75,6 +75,10 @@ pub(super) struct Pool {
     /// (weights as bf16): the fewest bytes per element each is held in at
     /// home, for the roofline's minimum traffic.
     pub(super) packed_elem_bytes: HashMap<ValueId, u64>,
+    /// Constants a contraction reads where they lie at home (resident in
+    /// the layout it reads them in): the roofline counts their bytes at
+    /// the rate it reads them there, not across the interface.
+    pub(super) read_in_place: std::collections::HashSet<ValueId>,
     /// Time spent packing constants into the program's data.
     pub(super) packing: std::time::Duration,
 }

@@ -5,30 +5,39 @@ use super::emit::Base;
 use super::{Compiled, Lowerer};
 use crate::ir::{Graph, Op, ValueId};
 use isa_specs::Machine;
+use isa_specs::model::MemId;
 
 /// The roofline bound of a compiled model: neither the compute units nor the
-/// home memory can do better.
+/// memory can do better. Bytes of the home memory count at the rate the level
+/// that serves them has: those moved by transfers at the home memory's
+/// bandwidth, and those compute instructions read where they lie (weights
+/// resident in the banks of a processing-in-memory machine) at the fastest
+/// rate such an instruction reads them ([`in_place_rate`]).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Roofline {
     /// MACs over the machine's peak MACs per cycle (all units, all copies).
     pub compute_cycles: u64,
-    /// Bytes that must cross the home memory over its bandwidth.
+    /// Bytes that must cross the home memory's interface over its bandwidth.
     pub memory_cycles: u64,
-    /// The larger of the two.
+    /// Bytes read in place (never crossing the interface) over the rate
+    /// compute instructions read them there; 0 on a machine without.
+    pub in_place_cycles: u64,
+    /// The largest of the three.
     pub cycles: u64,
 }
 
 impl Compiled {
     /// The roofline bound on machine `m`.
     pub fn roofline(&self, m: &Machine) -> Roofline {
-        Roofline::of(m, self.macs, self.min_home_bytes)
+        Roofline::of(m, self.macs, self.min_home_bytes, self.min_in_place_bytes)
     }
 }
 
 impl Roofline {
-    /// The bound of `macs` multiply-accumulates and `home_bytes` across the
-    /// home memory on machine `m`.
-    pub fn of(m: &Machine, macs: u64, home_bytes: u64) -> Roofline {
+    /// The bound of `macs` multiply-accumulates, `home_bytes` across the
+    /// home memory's interface and `in_place_bytes` read where they lie, on
+    /// machine `m`.
+    pub fn of(m: &Machine, macs: u64, home_bytes: u64, in_place_bytes: u64) -> Roofline {
         let (peak, bw) = roof(m);
         let compute_cycles = if peak > 0 {
             macs.div_ceil(peak as u64)
@@ -36,12 +45,47 @@ impl Roofline {
             0
         };
         let memory_cycles = home_bytes.div_ceil(bw);
+        let in_place_cycles = match home_mem(m).and_then(|h| in_place_rate(m, h)) {
+            Some(rate) => (in_place_bytes as f64 / rate).ceil() as u64,
+            // Nothing reads in place: any such bytes crossed the interface.
+            None => in_place_bytes.div_ceil(bw),
+        };
         Roofline {
             compute_cycles,
             memory_cycles,
-            cycles: compute_cycles.max(memory_cycles).max(1),
+            in_place_cycles,
+            cycles: compute_cycles
+                .max(memory_cycles)
+                .max(in_place_cycles)
+                .max(1),
         }
     }
+}
+
+impl std::fmt::Display for Roofline {
+    /// Its parts: `compute C, home memory M` and `, in place P` where
+    /// anything is read in place.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "compute {}, home memory {}",
+            self.compute_cycles, self.memory_cycles
+        )?;
+        if self.in_place_cycles > 0 {
+            write!(f, ", in place {}", self.in_place_cycles)?;
+        }
+        Ok(())
+    }
+}
+
+/// The home memory: the largest off-chip one.
+fn home_mem(m: &Machine) -> Option<MemId> {
+    m.memories
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.kind.off_chip())
+        .max_by_key(|(_, x)| x.size.value)
+        .map(|(i, _)| MemId(i as u32))
 }
 
 /// The peak MACs per cycle (every unit, every copy) and the home memory's
@@ -53,13 +97,77 @@ pub fn roof(m: &Machine) -> (i64, u64) {
         .iter()
         .map(|u| u.macs_per_cycle.value * u.count.value.max(1))
         .sum();
-    let bw = m
-        .memories
-        .iter()
-        .filter(|x| x.kind.off_chip())
-        .max_by_key(|x| x.size.value)
-        .map_or(1, |x| x.bandwidth.value.max(1));
+    let bw = home_mem(m).map_or(1, |h| m.memories[h.index()].bandwidth.value.max(1));
     (peak, bw as u64)
+}
+
+/// The fastest rate, in bytes per cycle over every copy of its unit, at
+/// which an instruction that computes (not a copy: its semantics is more
+/// than `dst = src`) reads a memory operand in `mem`, taken at its
+/// immediates' largest values: its operand's bytes over its occupancy. A
+/// processing-in-memory machine's all-bank MAC reads every bank's row at
+/// once, far beyond the interface's bandwidth. `None` where no computing
+/// instruction reads `mem`.
+pub fn in_place_rate(m: &Machine, mem: MemId) -> Option<f64> {
+    use isa_specs::model::{AssignOp, OperandKind, SemExpr, Stmt};
+    let params: Vec<i64> = m.params.iter().map(|p| p.value).collect();
+    let mut best: Option<f64> = None;
+    for def in &m.instructions {
+        let moves = |v: &SemExpr| match v {
+            SemExpr::Access(_) => true,
+            SemExpr::Cast(_, inner) => matches!(inner.as_ref(), SemExpr::Access(_)),
+            _ => false,
+        };
+        let computes = def.semantics.stmts.iter().any(|st| match st {
+            Stmt::Assign { op, value, .. } => *op != AssignOp::Set || !moves(value),
+            Stmt::Action(_) => false,
+        });
+        if !computes {
+            continue;
+        }
+        let imms: Vec<Option<i64>> = def
+            .operands
+            .iter()
+            .map(|o| match o.kind {
+                OperandKind::Imm { hi, .. } => Some(hi),
+                _ => None,
+            })
+            .collect();
+        let env = isa_specs::eval::WithOperands {
+            params: &params,
+            operands: &imms,
+        };
+        let occupancy = isa_specs::eval::eval_int(&def.timing.occupancy, &env)
+            .ok()
+            .filter(|o| *o > 0);
+        let Some(occupancy) = occupancy else {
+            continue;
+        };
+        let copies = m.units[def.timing.unit.index()].count.value.max(1);
+        for o in &def.operands {
+            let OperandKind::Mem {
+                mem: at,
+                shape,
+                dtype,
+                ..
+            } = &o.kind
+            else {
+                continue;
+            };
+            if *at != mem {
+                continue;
+            }
+            let elems: Option<i64> = shape
+                .iter()
+                .map(|d| isa_specs::eval::eval_int(d, &env).ok())
+                .product();
+            if let Some(n) = elems {
+                let rate = (n * dtype.bytes() as i64 * copies) as f64 / occupancy as f64;
+                best = Some(best.map_or(rate, |b| b.max(rate)));
+            }
+        }
+    }
+    best
 }
 
 /// What one fused region does: the work and the traffic its roofline bound
@@ -72,6 +180,9 @@ pub struct RegionStats {
     /// live at home (constants included), read once, and its results that
     /// live at home, written once.
     pub home_bytes: u64,
+    /// Bytes of its constant inputs a contraction reads where they lie at
+    /// home (not in `home_bytes`).
+    pub in_place_bytes: u64,
     /// Its code as ranges of bundles `[first, end)`, in program order (a
     /// region merged from parts has several); each range runs to the first
     /// bundle of the next region, so together they cover the program.
@@ -88,7 +199,7 @@ pub struct RegionStats {
 impl RegionStats {
     /// The roofline bound of the region alone on machine `m` (see [`Roofline`]).
     pub fn roofline(&self, m: &Machine) -> Roofline {
-        Roofline::of(m, self.macs, self.home_bytes)
+        Roofline::of(m, self.macs, self.home_bytes, self.in_place_bytes)
     }
 
     /// The cycles its bundles took, given the cycle each bundle issued at
@@ -236,10 +347,13 @@ impl Lowerer<'_> {
                         _ => full,
                     }
                 };
+                let in_place = |v: &ValueId| self.pool.read_in_place.contains(v);
                 RegionStats {
                     macs,
+                    in_place_bytes: inputs.iter().copied().filter(in_place).map(read).sum(),
                     home_bytes: inputs
                         .into_iter()
+                        .filter(|v| !in_place(v))
                         .map(read)
                         .chain(outputs.into_iter().map(bytes))
                         .sum(),

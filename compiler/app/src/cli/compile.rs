@@ -664,7 +664,7 @@ fn report_text(
 ) -> String {
     let r = c.roofline(m);
     let mut s = format!(
-        "target        {}\ncompile time  {:.1} ms\ncode          {} bundles, {} instructions, {} bytes\nconstants     {} bytes\nMACs          {}\nroofline      {} cycles (compute {}, home memory {})\nregions\n",
+        "target        {}\ncompile time  {:.1} ms\ncode          {} bundles, {} instructions, {} bytes\nconstants     {} bytes\nMACs          {}\nroofline      {} cycles ({})\nregions\n",
         m.name,
         seconds * 1e3,
         c.bundles.len(),
@@ -673,8 +673,7 @@ fn report_text(
         c.program.data.iter().map(|d| d.bytes.len()).sum::<usize>(),
         c.macs,
         r.cycles,
-        r.compute_cycles,
-        r.memory_cycles
+        r
     );
     for (region, n) in &c.regions {
         s.push_str(&format!("  {n:>7} instructions  {region}\n"));
@@ -841,10 +840,8 @@ fn print_run(m: &Machine, r: &RunResult) {
         r.report.seconds * 1e6
     );
     println!(
-        "roofline    {} cycles (compute {}, home memory {}): efficiency {:.1}%",
+        "roofline    {} cycles ({roof}): efficiency {:.1}%",
         roof.cycles,
-        roof.compute_cycles,
-        roof.memory_cycles,
         100.0 * roof.cycles as f64 / r.report.cycles.max(1) as f64
     );
     println!(

@@ -863,6 +863,7 @@ impl Lowerer<'_> {
             return Ok(Val::Mem(t.clone()));
         }
         self.note_packed(v, dt);
+        self.pool.read_in_place.insert(v);
         let m = self.e.m;
         let op = &m.instructions[form.inst.index()].operands[if is_a { form.a } else { form.b }];
         let OperandKind::Mem { align, stride, .. } = &op.kind else {
