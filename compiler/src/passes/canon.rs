@@ -74,8 +74,9 @@ pub struct Caps {
     /// windows so and writes its result channels first.
     pub b_as_rows: bool,
     /// Every product of this machine reads its operands in a type narrower
-    /// than f32 (bf16): a row result widened by a product with ones is
-    /// first split into parts that type holds exactly (see [`widen`]).
+    /// than f32 (bf16): a row result a comparison broadcasts, widened by a
+    /// product with ones, is first split into parts that type holds
+    /// exactly (see [`widen_compared`]).
     pub narrow_products: bool,
 }
 

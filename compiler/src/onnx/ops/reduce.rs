@@ -356,93 +356,6 @@ pub(super) fn batch_norm(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, Imp
     add(imp, cx, "", Op::Add, vec![y, b]).map(Lowered::Value)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::super::testing::{close, run};
-    use crate::onnx::proto::{AttributeProto, NodeProto, TensorProto};
-
-    /// `x` normalised in groups of `size` consecutive elements, each group
-    /// then scaled and shifted by its own `scale[k]` and `bias[k]`
-    /// (`per` elements sharing one).
-    fn normalised(x: &[f32], size: usize, per: usize, scale: &[f32], bias: &[f32]) -> Vec<f64> {
-        let mut out = Vec::new();
-        for group in x.chunks(size) {
-            let n = group.len() as f64;
-            let mean = group.iter().map(|v| f64::from(*v)).sum::<f64>() / n;
-            let var = group
-                .iter()
-                .map(|v| (f64::from(*v) - mean).powi(2))
-                .sum::<f64>()
-                / n;
-            for v in group {
-                out.push((f64::from(*v) - mean) / (var + 1e-5).sqrt());
-            }
-        }
-        for (i, y) in out.iter_mut().enumerate() {
-            let k = (i / per) % scale.len();
-            *y = *y * f64::from(scale[k]) + f64::from(bias[k]);
-        }
-        out
-    }
-
-    fn x() -> Vec<f32> {
-        (0..24).map(|i| ((i * 7) % 10) as f32 - 4.5).collect()
-    }
-
-    #[test]
-    fn group_normalization_scales_per_group_at_18_and_per_channel_at_21() {
-        let node = || {
-            NodeProto::new("GroupNormalization", "g", &["x", "s", "b"], &["y"])
-                .with(AttributeProto::int("num_groups", 2))
-        };
-        let params = |n: usize| {
-            let s: Vec<f32> = (0..n).map(|i| 0.5 + i as f32).collect();
-            let b: Vec<f32> = (0..n).map(|i| i as f32 - 1.0).collect();
-            (s, b)
-        };
-        // [2, 4, 3]: groups of two channels, six elements each.
-        let (s, b) = params(2);
-        let inits = vec![
-            TensorProto::from_f32("s", &[2], &s),
-            TensorProto::from_f32("b", &[2], &b),
-        ];
-        let (_, got) = run(node(), 18, (&[2, 4, 3], &x()), inits);
-        assert!(close(&got, &normalised(&x(), 6, 6, &s, &b), 1e-5));
-        let (s, b) = params(4);
-        let inits = vec![
-            TensorProto::from_f32("s", &[4], &s),
-            TensorProto::from_f32("b", &[4], &b),
-        ];
-        let (_, got) = run(node(), 21, (&[2, 4, 3], &x()), inits);
-        assert!(close(&got, &normalised(&x(), 6, 3, &s, &b), 1e-5));
-    }
-
-    #[test]
-    fn instance_normalization_normalises_each_channel() {
-        let node = NodeProto::new("InstanceNormalization", "i", &["x", "s", "b"], &["y"]);
-        let (s, b) = ([2.0, -1.0, 0.5], [0.0, 1.0, 3.0]);
-        let inits = vec![
-            TensorProto::from_f32("s", &[3], &s),
-            TensorProto::from_f32("b", &[3], &b),
-        ];
-        let (_, got) = run(node, 17, (&[2, 3, 2, 2], &x()), inits);
-        assert!(close(&got, &normalised(&x(), 4, 4, &s, &b), 1e-5));
-    }
-
-    #[test]
-    fn log_softmax_before_13_spans_every_later_dimension() {
-        let node = NodeProto::new("LogSoftmax", "l", &["x"], &["y"]);
-        let x = x();
-        let (_, got) = run(node, 11, (&[2, 3, 4], &x), vec![]);
-        let mut want = Vec::new();
-        for row in x.chunks(12) {
-            let lse = row.iter().map(|v| f64::from(*v).exp()).sum::<f64>().ln();
-            want.extend(row.iter().map(|v| f64::from(*v) - lse));
-        }
-        assert!(close(&got, &want, 1e-5));
-    }
-}
-
 /// Which extreme an index search looks for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Extreme {
@@ -521,10 +434,10 @@ fn as_f32(imp: &mut Importer, cx: &NodeCx, x: ValueId) -> Result<ValueId, Import
     if elem == ElemType::F32 {
         return Ok(x);
     }
-    if elem == ElemType::Bool || elem.is_float() && elem != ElemType::F64 {
+    if elem == ElemType::Bool {
         let ty = imp.g.ty(x).clone();
         return Err(cx.shape_err(format!(
-            "{} is taken on f32 and integer tensors, the input is {ty}",
+            "{} is taken on numbers, the input is {ty}",
             cx.op_type()
         )));
     }
@@ -626,6 +539,17 @@ pub(super) fn top_k(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportEr
         return Ok(Lowered::Many(vec![Some(v), Some(i)]));
     }
     let (mut values, mut indices) = (Vec::with_capacity(k), Vec::with_capacity(k));
+    let position = {
+        let mut s = vec![1; rank];
+        s[axis] = n;
+        let ty = TensorType {
+            elem: ElemType::F32,
+            shape: s,
+        };
+        let data = (0..n).map(|i| i as f64).collect();
+        imp.g
+            .add_constant(format!("{}/position", cx.name), Tensor::new(ty, data))
+    };
     let mut rest = x;
     for step in 0..k {
         let prefix = format!("top{step}/");
@@ -636,20 +560,9 @@ pub(super) fn top_k(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportEr
             break;
         }
         // rest · (1 - found) + far · found, `found` 1 at the index taken.
-        let iota = {
-            let mut s = vec![1; rank];
-            s[axis] = n;
-            let ty = TensorType {
-                elem: ElemType::F32,
-                shape: s,
-            };
-            let data = (0..n).map(|i| i as f64).collect();
-            imp.g
-                .add_constant(format!("{}/{prefix}position", cx.name), Tensor::new(ty, data))
-        };
         let p = |s: &str| format!("{prefix}{s}");
-        let at_most = add(imp, cx, &p("at_most"), Op::LessOrEqual, vec![iota, index])?;
-        let at_least = add(imp, cx, &p("at_least"), Op::LessOrEqual, vec![index, iota])?;
+        let at_most = add(imp, cx, &p("at_most"), Op::LessOrEqual, vec![position, index])?;
+        let at_least = add(imp, cx, &p("at_least"), Op::LessOrEqual, vec![index, position])?;
         let found = add(imp, cx, &p("found"), Op::Mul, vec![at_most, at_least])?;
         let found = add(imp, cx, &p("found_f32"), Op::Cast { to: ElemType::F32 }, vec![found])?;
         let one = scalar(imp, format!("{}/{prefix}one", cx.name), ElemType::F32, 1.0);
@@ -675,4 +588,91 @@ pub(super) fn top_k(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportEr
     let i = join(imp, "indices_f32", indices)?;
     let i = add(imp, cx, "indices", Op::Cast { to: ElemType::I64 }, vec![i])?;
     Ok(Lowered::Many(vec![Some(v), Some(i)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{close, run};
+    use crate::onnx::proto::{AttributeProto, NodeProto, TensorProto};
+
+    /// `x` normalised in groups of `size` consecutive elements, each group
+    /// then scaled and shifted by its own `scale[k]` and `bias[k]`
+    /// (`per` elements sharing one).
+    fn normalised(x: &[f32], size: usize, per: usize, scale: &[f32], bias: &[f32]) -> Vec<f64> {
+        let mut out = Vec::new();
+        for group in x.chunks(size) {
+            let n = group.len() as f64;
+            let mean = group.iter().map(|v| f64::from(*v)).sum::<f64>() / n;
+            let var = group
+                .iter()
+                .map(|v| (f64::from(*v) - mean).powi(2))
+                .sum::<f64>()
+                / n;
+            for v in group {
+                out.push((f64::from(*v) - mean) / (var + 1e-5).sqrt());
+            }
+        }
+        for (i, y) in out.iter_mut().enumerate() {
+            let k = (i / per) % scale.len();
+            *y = *y * f64::from(scale[k]) + f64::from(bias[k]);
+        }
+        out
+    }
+
+    fn x() -> Vec<f32> {
+        (0..24).map(|i| ((i * 7) % 10) as f32 - 4.5).collect()
+    }
+
+    #[test]
+    fn group_normalization_scales_per_group_at_18_and_per_channel_at_21() {
+        let node = || {
+            NodeProto::new("GroupNormalization", "g", &["x", "s", "b"], &["y"])
+                .with(AttributeProto::int("num_groups", 2))
+        };
+        let params = |n: usize| {
+            let s: Vec<f32> = (0..n).map(|i| 0.5 + i as f32).collect();
+            let b: Vec<f32> = (0..n).map(|i| i as f32 - 1.0).collect();
+            (s, b)
+        };
+        // [2, 4, 3]: groups of two channels, six elements each.
+        let (s, b) = params(2);
+        let inits = vec![
+            TensorProto::from_f32("s", &[2], &s),
+            TensorProto::from_f32("b", &[2], &b),
+        ];
+        let (_, got) = run(node(), 18, (&[2, 4, 3], &x()), inits);
+        assert!(close(&got, &normalised(&x(), 6, 6, &s, &b), 1e-5));
+        let (s, b) = params(4);
+        let inits = vec![
+            TensorProto::from_f32("s", &[4], &s),
+            TensorProto::from_f32("b", &[4], &b),
+        ];
+        let (_, got) = run(node(), 21, (&[2, 4, 3], &x()), inits);
+        assert!(close(&got, &normalised(&x(), 6, 3, &s, &b), 1e-5));
+    }
+
+    #[test]
+    fn instance_normalization_normalises_each_channel() {
+        let node = NodeProto::new("InstanceNormalization", "i", &["x", "s", "b"], &["y"]);
+        let (s, b) = ([2.0, -1.0, 0.5], [0.0, 1.0, 3.0]);
+        let inits = vec![
+            TensorProto::from_f32("s", &[3], &s),
+            TensorProto::from_f32("b", &[3], &b),
+        ];
+        let (_, got) = run(node, 17, (&[2, 3, 2, 2], &x()), inits);
+        assert!(close(&got, &normalised(&x(), 4, 4, &s, &b), 1e-5));
+    }
+
+    #[test]
+    fn log_softmax_before_13_spans_every_later_dimension() {
+        let node = NodeProto::new("LogSoftmax", "l", &["x"], &["y"]);
+        let x = x();
+        let (_, got) = run(node, 11, (&[2, 3, 4], &x), vec![]);
+        let mut want = Vec::new();
+        for row in x.chunks(12) {
+            let lse = row.iter().map(|v| f64::from(*v).exp()).sum::<f64>().ln();
+            want.extend(row.iter().map(|v| f64::from(*v) - lse));
+        }
+        assert!(close(&got, &want, 1e-5));
+    }
 }
