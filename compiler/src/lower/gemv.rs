@@ -438,7 +438,7 @@ impl Lowerer<'_> {
     pub(super) fn dot_transposes(&self) -> std::collections::HashSet<usize> {
         let g = self.g;
         let mut out = std::collections::HashSet::new();
-        if !self.opts.vector_gemv || self.gemv_file().is_none() {
+        if !self.opts.vector_gemv || self.dots_file().is_none() {
             return out;
         }
         for (ti, t) in g.nodes.iter().enumerate() {
@@ -495,8 +495,11 @@ impl Lowerer<'_> {
         let batches = sa[..r - 2].iter().product::<usize>() as i64;
         let (n, d) = (sk[r - 2] as i64, sk[r - 1] as i64);
         let file = self
-            .gemv_file()
+            .dots_file()
             .ok_or_else(|| err("no register file for products of one row"))?;
+        // A one-dimensional file (pim-dram's controller) takes one row of
+        // `k` at a time and sums its lanes into a scalar register.
+        let flat = self.e.m.regfiles[file.index()].shape.len() == 1;
         let (gr, gc) = self.e.granule(file);
         let reg = Loc {
             place: Place::Reg(file),
@@ -504,7 +507,10 @@ impl Lowerer<'_> {
         };
         let f = super::reduce::forms(&self.e, crate::ir::ReduceKind::Sum)
             .into_iter()
-            .find(|f| f.src.place == Place::Reg(file) && f.dst.place == Place::Reg(file))
+            .find(|f| {
+                f.src.place == Place::Reg(file)
+                    && (f.dst.place == Place::Reg(file) || flat && matches!(f.dst.place, Place::Reg(_)))
+            })
             .ok_or_else(|| err("no row sum in the register file"))?;
         let land = self.landing_of(self.layout.act)?;
         let Place::Mem(lm) = land.place else {
@@ -536,13 +542,27 @@ impl Lowerer<'_> {
             .step_by(gc as usize)
             .map(|c| (c, gc.min(d - c)))
             .collect();
+        // `k` comes on chip in blocks of rows of at most `1 / tile_share`
+        // of the memory (a cache of 1025 keys does not fit pim-dram's
+        // buffer whole).
+        let room = self.e.m.memories[lm.index()].size.value / self.trials.tile_share.max(1);
+        let block = (room / (kh.pitch * land.dtype.bytes() as i64).max(1)).clamp(1, n.max(1));
         for bi in 0..batches {
             let xt = on_chip(self, &xh, bi, 1)?;
-            let kt = on_chip(self, &kh, bi * n, n)?;
             // `x` in every row of a register, chunk by chunk.
             let xs: Vec<RegTile> = chunks
                 .iter()
                 .map(|&(c, w)| {
+                    if flat {
+                        return match self
+                            .e
+                            .to_loc(Val::Mem(xt.view(0, c, 1, w)), reg, None, Pad::Dense)
+                            .map_err(err)?
+                        {
+                            Val::Reg(x) => Ok(x),
+                            _ => Err(err("a chunk of x did not land in a register")),
+                        };
+                    }
                     ops::load_row_broadcast(
                         &mut self.e,
                         &xt.view(0, c, 1, w),
@@ -556,13 +576,19 @@ impl Lowerer<'_> {
                 .collect::<Result<_, _>>()?;
             let ybuf = self.e.buffer_padded(lm, land.dtype, 1, n, Pad::Registers);
             let mut j0 = 0;
+            let (mut kt, mut kb) = (None, 0);
             while j0 < n {
-                let h = gr.min(n - j0);
+                if kt.is_none() || j0 >= kb + block {
+                    kb = j0 - j0 % block;
+                    kt = Some(on_chip(self, &kh, bi * n + kb, block.min(n - kb))?);
+                }
+                let kt = kt.as_ref().ok_or_else(|| err("no block of k"))?;
+                let h = gr.min(n - j0).min(kb + block - j0);
                 let mut acc: Option<RegTile> = None;
                 for (&(c, w), x) in chunks.iter().zip(&xs) {
                     let Val::Reg(kr) = self
                         .e
-                        .to_loc(Val::Mem(kt.view(j0, c, h, w)), reg, None, Pad::Dense)
+                        .to_loc(Val::Mem(kt.view(j0 - kb, c, h, w)), reg, None, Pad::Dense)
                         .map_err(err)?
                     else {
                         return Err(err("rows of k did not land in a register"));
@@ -581,6 +607,16 @@ impl Lowerer<'_> {
                 else {
                     return Err(err("a row sum left no register"));
                 };
+                if flat {
+                    // One result in a scalar register: stored as element `j0`.
+                    let mv = super::scalar::moves(self.e.m, lm, col.dtype)
+                        .filter(|mv| mv.file == col.file)
+                        .ok_or_else(|| err("no scalar store of a row sum"))?;
+                    super::scalar::store_element(&mut self.e, &mv, col.reg, &ybuf, 0, j0)
+                        .map_err(err)?;
+                    j0 += h;
+                    continue;
+                }
                 // The column of `h` results as `h` consecutive elements.
                 let run = MemTile {
                     rows: h,
@@ -607,6 +643,31 @@ impl Lowerer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The register file dot products of one row with the rows of a
+    /// matrix run in ([`Self::vector_dots`]): the file of products of one
+    /// row ([`Self::gemv_file`]), else a one-dimensional file of a float
+    /// type with the product, the multiply-add and a sum of its lanes.
+    fn dots_file(&self) -> Option<RegFileId> {
+        self.gemv_file().or_else(|| {
+            let here = |f: RegFileId, ew: Ew| {
+                ops::ew_forms(&self.e, ew)
+                    .iter()
+                    .any(|x| x.locs.iter().all(|l| l.place == Place::Reg(f)))
+            };
+            let sums = super::reduce::forms(&self.e, crate::ir::ReduceKind::Sum);
+            (0..self.e.m.regfiles.len())
+                .map(|i| RegFileId(i as u32))
+                .find(|&f| {
+                    let rf = &self.e.m.regfiles[f.index()];
+                    rf.shape.len() == 1
+                        && rf.dtype.is_float()
+                        && here(f, Ew::Mul)
+                        && here(f, Ew::MulAdd)
+                        && sums.iter().any(|s| s.src.place == Place::Reg(f))
+                })
+        })
     }
 
     /// The register file matrix-vector products run in: two-dimensional, of

@@ -588,6 +588,8 @@ impl Lowerer<'_> {
                 .filter(|&&dc| dc != 1 || w == 1)
                 .map(|&dc| (vec![dc], vec![w], vec![dc, w], false))
                 .collect(),
+            // One row into a scalar register.
+            Shape::Scalar if h == 1 => vec![(Vec::new(), vec![w], vec![w], false)],
             _ => return Err("not a register row reduction".to_owned()),
         };
         let d = self.e.vreg(dfile);

@@ -195,7 +195,20 @@ pub fn move_element(
         value: access(1, mv.rank),
     };
     e.emit(&load, &[sr, srcr], Some(mv.load))?;
-    let (dst, dstr) = element(to, r2, c2, mv.rank, mv.dtype);
+    store_element(e, mv, s, to, r2, c2)
+}
+
+/// Stores scalar register `s` (of `mv`'s file) into element `(r, c)` of `to`.
+pub fn store_element(
+    e: &mut Emitter,
+    mv: &Moves,
+    s: u32,
+    to: &MemTile,
+    r: i64,
+    c: i64,
+) -> Result<(), String> {
+    let (st, sr) = Emitter::reg_tensor(mv.file, mv.dtype, s, vec![]);
+    let (dst, dstr) = element(to, r, c, mv.rank, mv.dtype);
     let store = TileOp {
         tensors: vec![dst, st],
         extents: vec![],
