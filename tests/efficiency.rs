@@ -135,11 +135,19 @@ fn weights_read_in_the_banks_count_at_the_banks_rate() {
     let g = compiler::run::gemm_graph(1, 1024, 1024);
     let c = compiler::lower::compile(t, m, &g).expect("compiles");
     assert_eq!(c.min_home_bytes, 2 * 1024 * 4, "the row in and out, f32");
-    assert_eq!(c.min_in_place_bytes, 1024 * 1024 * 2, "bf16 weights in the banks");
+    assert_eq!(
+        c.min_in_place_bytes,
+        1024 * 1024 * 2,
+        "bf16 weights in the banks"
+    );
     let report = compiler::run::timing(t, m, &c).expect("simulates");
     let bound = c.roofline(m);
     assert!(bound.in_place_cycles > bound.memory_cycles, "{bound:?}");
-    assert!(bound.cycles <= report.cycles, "{bound:?} > {} cycles", report.cycles);
+    assert!(
+        bound.cycles <= report.cycles,
+        "{bound:?} > {} cycles",
+        report.cycles
+    );
     for r in compiler::run::regions(&c, m, &report) {
         assert!(r.efficiency <= 1.0, "{}: {}", r.region, r.efficiency);
     }

@@ -16,9 +16,17 @@ fn scores(heads: usize, keys: usize, d: usize) -> Graph {
     let k = g.add_value("k", ty(vec![heads, keys, d]));
     g.inputs.extend([q, k]);
     let kt = g
-        .add_node("k.t", Op::Transpose { perm: vec![0, 2, 1] }, vec![k])
+        .add_node(
+            "k.t",
+            Op::Transpose {
+                perm: vec![0, 2, 1],
+            },
+            vec![k],
+        )
         .expect("typed")[0];
-    let y = g.add_node("scores", Op::MatMul, vec![q, kt]).expect("typed")[0];
+    let y = g
+        .add_node("scores", Op::MatMul, vec![q, kt])
+        .expect("typed")[0];
     g.outputs.push(y);
     g
 }
@@ -30,7 +38,12 @@ fn one_row_against_a_transposed_cache_runs_everywhere() {
     for t in targets::all() {
         let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
             .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
-        assert!(r.checks.iter().all(|c| c.ok), "{}: {:?}", t.name(), r.checks);
+        assert!(
+            r.checks.iter().all(|c| c.ok),
+            "{}: {:?}",
+            t.name(),
+            r.checks
+        );
     }
 }
 

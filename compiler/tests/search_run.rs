@@ -38,8 +38,7 @@ fn arg_max_and_min_along_a_middle_axis_and_a_wide_row() {
         vec![
             arg("ArgMax", "max_mid", 1, 0, "a"),
             arg("ArgMin", "min_last", -1, 1, "b"),
-            arg("ArgMax", "max_last", 2, 1, "c")
-                .with(AttributeProto::int("select_last_index", 1)),
+            arg("ArgMax", "max_last", 2, 1, "c").with(AttributeProto::int("select_last_index", 1)),
         ],
         &[2, 9, 70],
         &["a", "b", "c"],

@@ -89,12 +89,19 @@ fn a_row_times_a_long_run_time_matrix() {
     let a = g.add_value("a", ty(vec![1, 1025]));
     let b = g.add_value("b", ty(vec![1025, 64]));
     g.inputs.extend([a, b]);
-    let y = g.add_node("context", Op::MatMul, vec![a, b]).expect("typed")[0];
+    let y = g
+        .add_node("context", Op::MatMul, vec![a, b])
+        .expect("typed")[0];
     g.outputs.push(y);
     let inputs = compiler::run::random_inputs(&g, 4);
     for t in targets::all() {
         let r = compiler::run::run(t, t.machine(), &g, &inputs, None)
             .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
-        assert!(r.checks.iter().all(|c| c.ok), "{}: {:?}", t.name(), r.checks);
+        assert!(
+            r.checks.iter().all(|c| c.ok),
+            "{}: {:?}",
+            t.name(),
+            r.checks
+        );
     }
 }

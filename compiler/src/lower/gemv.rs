@@ -509,7 +509,8 @@ impl Lowerer<'_> {
             .into_iter()
             .find(|f| {
                 f.src.place == Place::Reg(file)
-                    && (f.dst.place == Place::Reg(file) || flat && matches!(f.dst.place, Place::Reg(_)))
+                    && (f.dst.place == Place::Reg(file)
+                        || flat && matches!(f.dst.place, Place::Reg(_)))
             })
             .ok_or_else(|| err("no row sum in the register file"))?;
         let land = self.landing_of(self.layout.act)?;

@@ -545,13 +545,12 @@ pub fn widen_compared(g: &Graph, caps: Caps) -> Result<Graph, PassError> {
         let mut inputs = n.inputs.clone();
         if !(caps.lane_broadcast && full) {
             for x in inputs.iter_mut() {
-                let wide = widen(&mut out, *x, &shape, &n.name, true).map_err(|message| {
-                    PassError {
+                let wide =
+                    widen(&mut out, *x, &shape, &n.name, true).map_err(|message| PassError {
                         node: n.name.clone(),
                         op: n.op.name().to_owned(),
                         message,
-                    }
-                })?;
+                    })?;
                 if let Some(wide) = wide {
                     *x = wide;
                 }

@@ -42,9 +42,7 @@ use elementwise::{
 };
 use gemm::gemm;
 use pad::pad;
-use quant::{
-    conv_integer, dequantize, dynamic_quantize, matmul_integer, qlinear_matmul, quantize,
-};
+use quant::{conv_integer, dequantize, dynamic_quantize, matmul_integer, qlinear_matmul, quantize};
 use reduce::{
     Extreme, arg_extreme, batch_norm, group_norm, instance_norm, layer_norm, log_softmax, reduce,
     softmax, top_k,

@@ -49,10 +49,22 @@ fn per_axis(
     let Some(t) = imp.g.constants.get(&v).cloned() else {
         let mut x = v;
         if imp.g.ty(x).elem != elem {
-            x = add(imp, cx, &format!("{what}_{}", elem.name()), Op::Cast { to: elem }, vec![x])?;
+            x = add(
+                imp,
+                cx,
+                &format!("{what}_{}", elem.name()),
+                Op::Cast { to: elem },
+                vec![x],
+            )?;
         }
         if given != shape {
-            x = add(imp, cx, &format!("{what}_shaped"), Op::Reshape { shape }, vec![x])?;
+            x = add(
+                imp,
+                cx,
+                &format!("{what}_shaped"),
+                Op::Reshape { shape },
+                vec![x],
+            )?;
         }
         return Ok(x);
     };
@@ -176,7 +188,11 @@ fn integer_product(
         if let Some(z) = zp {
             // Per row of A: [M, 1]; per column of B: [N]; else a scalar.
             let rank = ty.shape.len();
-            let axis = if is_a { rank.saturating_sub(2) } else { rank.saturating_sub(1) };
+            let axis = if is_a {
+                rank.saturating_sub(2)
+            } else {
+                rank.saturating_sub(1)
+            };
             let what = format!("{name}_zero_point");
             let zc = per_axis(imp, cx, z, axis, rank, ElemType::I32, &what)?;
             x = add(imp, cx, &format!("{name}_centered"), Op::Sub, vec![x, zc])?;
@@ -258,7 +274,8 @@ pub(super) fn dynamic_quantize(imp: &mut Importer, cx: &NodeCx) -> Result<Lowere
         return Err(cx.shape_err(format!("the input must be float, it is {ty}")));
     }
     let f = ElemType::F32;
-    let c = |imp: &mut Importer, what: &str, v: f64| scalar(imp, format!("{}/{what}", cx.name), f, v);
+    let c =
+        |imp: &mut Importer, what: &str, v: f64| scalar(imp, format!("{}/{what}", cx.name), f, v);
     let all = |kind| Op::Reduce {
         kind,
         axes: (0..ty.shape.len()).collect(),
@@ -279,7 +296,13 @@ pub(super) fn dynamic_quantize(imp: &mut Importer, cx: &NodeCx) -> Result<Lowere
     };
     let below = add(imp, cx, "below_zero", Op::Sub, vec![zero, lo])?;
     let zp = add(imp, cx, "zero_point_exact", Op::Div, vec![below, scale])?;
-    let zp = add(imp, cx, "zero_point_rounded", Op::Unary(Unary::Round), vec![zp])?;
+    let zp = add(
+        imp,
+        cx,
+        "zero_point_rounded",
+        Op::Unary(Unary::Round),
+        vec![zp],
+    )?;
     let zp = saturate(imp, "zero_point", zp)?;
     let y = add(imp, cx, "scaled", Op::Div, vec![x, scale])?;
     let y = add(imp, cx, "rounded", Op::Unary(Unary::Round), vec![y])?;
@@ -310,7 +333,9 @@ pub(super) fn conv_integer(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, I
         let v = input(imp, cx, i)?;
         let ty = imp.g.ty(v).clone();
         if !matches!(ty.elem, ElemType::I8 | ElemType::U8) {
-            return Err(cx.shape_err(format!("the operands must be int8 or uint8, {name} is {ty}")));
+            return Err(cx.shape_err(format!(
+                "the operands must be int8 or uint8, {name} is {ty}"
+            )));
         }
         let wide = Op::Cast { to: ElemType::I32 };
         let mut c = add(imp, cx, &format!("{name}_wide"), wide, vec![v])?;

@@ -395,7 +395,13 @@ fn extreme_index(
         Extreme::Min => vec![x, m],
     };
     let hit = add(imp, cx, &name("hit"), Op::LessOrEqual, pair)?;
-    let hit = add(imp, cx, &name("hit_f32"), Op::Cast { to: ElemType::F32 }, vec![hit])?;
+    let hit = add(
+        imp,
+        cx,
+        &name("hit_f32"),
+        Op::Cast { to: ElemType::F32 },
+        vec![hit],
+    )?;
     // The indices along the axis, shaped to broadcast against `x`.
     let mut shape = vec![1; ty.shape.len()];
     shape[axis] = n;
@@ -412,18 +418,35 @@ fn extreme_index(
         // max(hit · (i + 1)) - 1: 0 where nothing else is, so the last hit wins.
         let from_one = iota(imp, "index_plus_one", 1.0);
         let at = add(imp, cx, &name("hit_index"), Op::Mul, vec![hit, from_one])?;
-        let top = add(imp, cx, &name("last"), red(ReduceKind::Max, &[axis]), vec![at])?;
+        let top = add(
+            imp,
+            cx,
+            &name("last"),
+            red(ReduceKind::Max, &[axis]),
+            vec![at],
+        )?;
         let one = scalar(imp, format!("{}/{step}one", cx.name), ElemType::F32, 1.0);
         add(imp, cx, &name("index"), Op::Sub, vec![top, one])?
     } else {
         // min(i + (1 - hit) · n): past every index where it is not a hit.
         let index = iota(imp, "index", 0.0);
-        let big = scalar(imp, format!("{}/{step}past", cx.name), ElemType::F32, n as f64);
+        let big = scalar(
+            imp,
+            format!("{}/{step}past", cx.name),
+            ElemType::F32,
+            n as f64,
+        );
         let one = scalar(imp, format!("{}/{step}one", cx.name), ElemType::F32, 1.0);
         let miss = add(imp, cx, &name("miss"), Op::Sub, vec![one, hit])?;
         let away = add(imp, cx, &name("away"), Op::Mul, vec![miss, big])?;
         let at = add(imp, cx, &name("candidate"), Op::Add, vec![index, away])?;
-        add(imp, cx, &name("index"), red(ReduceKind::Min, &[axis]), vec![at])?
+        add(
+            imp,
+            cx,
+            &name("index"),
+            red(ReduceKind::Min, &[axis]),
+            vec![at],
+        )?
     };
     Ok((index, m))
 }
@@ -561,10 +584,28 @@ pub(super) fn top_k(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportEr
         }
         // rest · (1 - found) + far · found, `found` 1 at the index taken.
         let p = |s: &str| format!("{prefix}{s}");
-        let at_most = add(imp, cx, &p("at_most"), Op::LessOrEqual, vec![position, index])?;
-        let at_least = add(imp, cx, &p("at_least"), Op::LessOrEqual, vec![index, position])?;
+        let at_most = add(
+            imp,
+            cx,
+            &p("at_most"),
+            Op::LessOrEqual,
+            vec![position, index],
+        )?;
+        let at_least = add(
+            imp,
+            cx,
+            &p("at_least"),
+            Op::LessOrEqual,
+            vec![index, position],
+        )?;
         let found = add(imp, cx, &p("found"), Op::Mul, vec![at_most, at_least])?;
-        let found = add(imp, cx, &p("found_f32"), Op::Cast { to: ElemType::F32 }, vec![found])?;
+        let found = add(
+            imp,
+            cx,
+            &p("found_f32"),
+            Op::Cast { to: ElemType::F32 },
+            vec![found],
+        )?;
         let one = scalar(imp, format!("{}/{prefix}one", cx.name), ElemType::F32, 1.0);
         let far = scalar(imp, format!("{}/{prefix}far", cx.name), ElemType::F32, far);
         let kept = add(imp, cx, &p("kept_mask"), Op::Sub, vec![one, found])?;
