@@ -185,7 +185,7 @@ pub fn move_element(
     let (st, sr) = Emitter::reg_tensor(mv.file, mv.dtype, s, vec![]);
     let (src, srcr) = element(from, r, c, mv.rank, mv.dtype);
     let load = TileOp {
-        tensors: vec![st.clone(), src],
+        tensors: vec![st, src],
         extents: vec![],
         target: TileAccess {
             tensor: 0,
