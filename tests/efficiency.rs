@@ -12,15 +12,25 @@ fn example(name: &str) -> Graph {
     g
 }
 
+/// Every bundled example, by name.
+fn every_example() -> Vec<(String, Graph)> {
+    tests::examples()
+        .iter()
+        .map(|dir| {
+            let name = dir
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
+            let g = example(&name);
+            (name, g)
+        })
+        .collect()
+}
+
 #[test]
 fn regions_account_for_the_whole_program() {
-    for dir in tests::examples() {
-        let name = dir
-            .file_name()
-            .expect("name")
-            .to_string_lossy()
-            .into_owned();
-        let g = example(&name);
+    for (name, g) in every_example() {
         for t in targets::all() {
             let m = t.machine();
             let Ok(c) = compiler::lower::compile(t, m, &g) else {
@@ -80,13 +90,7 @@ fn regions_account_for_the_whole_program() {
 #[test]
 fn the_whole_model_bound_never_exceeds_its_cycles() {
     // The bound is a bound: no program beats it (checked on every example and target).
-    for dir in tests::examples() {
-        let name = dir
-            .file_name()
-            .expect("name")
-            .to_string_lossy()
-            .into_owned();
-        let g = example(&name);
+    for (name, g) in every_example() {
         for t in targets::all() {
             let m = t.machine();
             let Ok(c) = compiler::lower::compile(t, m, &g) else {

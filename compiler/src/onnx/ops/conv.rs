@@ -142,18 +142,21 @@ fn four_d(imp: &Importer, cx: &NodeCx, v: ValueId, what: &str) -> Result<Vec<usi
     Ok(ty.shape.clone())
 }
 
+/// The attributes of `Conv` and `ConvInteger`.
+pub(super) const CONV_ATTRIBUTES: &[&str] = &[
+    "auto_pad",
+    "dilations",
+    "group",
+    "kernel_shape",
+    "pads",
+    "strides",
+];
+
 /// `Conv` (1-D, lifted to 2-D, and 2-D): strides, padding (or `auto_pad`),
 /// dilations, groups.
 pub(super) fn conv(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     arity(cx, 2, 3)?;
-    cx.check_attributes(&[
-        "auto_pad",
-        "dilations",
-        "group",
-        "kernel_shape",
-        "pads",
-        "strides",
-    ])?;
+    cx.check_attributes(CONV_ATTRIBUTES)?;
     let (x, w) = (input(imp, cx, 0)?, input(imp, cx, 1)?);
     let bias = optional_input(imp, cx, 2)?;
     conv_of(imp, cx, x, w, bias)

@@ -320,14 +320,7 @@ pub(super) fn dynamic_quantize(imp: &mut Importer, cx: &NodeCx) -> Result<Lowere
 /// is at the zero point, as ONNX's reference centres before padding.
 pub(super) fn conv_integer(imp: &mut Importer, cx: &NodeCx) -> Result<Lowered, ImportError> {
     arity(cx, 2, 4)?;
-    cx.check_attributes(&[
-        "auto_pad",
-        "dilations",
-        "group",
-        "kernel_shape",
-        "pads",
-        "strides",
-    ])?;
+    cx.check_attributes(super::conv::CONV_ATTRIBUTES)?;
     let mut centred = Vec::with_capacity(2);
     for (i, name) in [(0, "x"), (1, "w")] {
         let v = input(imp, cx, i)?;
