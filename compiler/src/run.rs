@@ -370,7 +370,8 @@ fn check_inputs(g: &Graph, inputs: &[Tensor]) -> Result<(), RunError> {
     Ok(())
 }
 
-/// `(max abs error, max error relative to the largest reference magnitude, within tolerance)`.
+/// `(max abs error, max error relative to the largest reference magnitude, within tolerance)`;
+/// the errors are NaN where one has a NaN and the other a number.
 pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> (f64, f64, bool) {
     if got.data.len() != want.data.len() {
         return (f64::INFINITY, f64::INFINITY, false);
@@ -385,8 +386,13 @@ pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> (f64, f64, bool) 
             abs = abs.max((g - w).abs());
         }
     }
-    let rel = if scale > 0.0 { abs / scale } else { abs };
     let ok = !nan && abs <= tol.abs + tol.rel * scale;
+    // A NaN where the other has a number is the largest error there is:
+    // reported as NaN, not as the largest of the other elements' errors.
+    if nan {
+        abs = f64::NAN;
+    }
+    let rel = if scale > 0.0 { abs / scale } else { abs };
     (abs, rel, ok)
 }
 

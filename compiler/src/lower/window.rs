@@ -94,6 +94,23 @@ impl Lowerer<'_> {
                 r = e;
             }
         }
+        // Columns past the last window position (a reduction step wider
+        // than the windows, whose rows of `B` are zero) are zero: whatever
+        // an earlier tile left in the buffer there could be a NaN or an
+        // infinity, and 0 · NaN is NaN.
+        let k = geo.positions() * c;
+        if c0 + w > k {
+            let lo = c0.max(k);
+            let zeros = self
+                .fill_block(0.0, h, c0 + w - lo, src.dtype)
+                .view(0, 0, h, c0 + w - lo);
+            let into = buf.view(0, lo - c0, h, c0 + w - lo);
+            loaded.push(
+                self.e
+                    .to_loc(Val::Mem(zeros), at, Some(&into), Pad::Dense)
+                    .map_err(err)?,
+            );
+        }
         for v in &loaded {
             if let Val::Mem(t) = v {
                 self.e.ready(t).map_err(err)?;
@@ -296,9 +313,14 @@ impl Windows {
     }
 
     /// The image's row (`(image·H + ih)·W + iw`) that window position `p`
-    /// of output pixel `r` reads, or `None` where that is outside.
+    /// of output pixel `r` reads, or `None` where that is outside (or `r`
+    /// is past the last pixel).
     pub(super) fn source(&self, r: i64, p: i64) -> Option<i64> {
         let (img, q) = (r / (self.oh * self.ow), r % (self.oh * self.ow));
+        if img >= self.images {
+            // A row of a whole tile past the last output pixel.
+            return None;
+        }
         let (i, j) = (q / self.ow, q % self.ow);
         let ih = i * self.sh + (p / self.kw) * self.dh - self.pt;
         let iw = j * self.sw + (p % self.kw) * self.dw - self.pl;
