@@ -57,26 +57,69 @@ fn align_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
-/// Places the buffers within `capacity` bytes.
+/// Places the buffers within `capacity` bytes, largest first. Where that
+/// leaves a buffer beyond the capacity (a greedy placement can need more
+/// than the most bytes ever live at once), the buffer that ends highest is
+/// moved to the front of the order and all are placed again, up to
+/// [`PROMOTIONS`] times; failing that, earliest first. The error gives
+/// what the largest-first plan needs.
 pub fn plan(buffers: &[Buffer], capacity: u64) -> Result<Plan, DoesNotFit> {
-    place(buffers, capacity, false)
+    let mut order = largest_first(buffers);
+    let mut p = place(buffers, &order, u64::MAX);
+    let needed = p.peak;
+    for _ in 0..PROMOTIONS {
+        if p.peak <= capacity {
+            return Ok(p);
+        }
+        let Some(top) = (0..buffers.len()).max_by_key(|&i| (p.offsets[i] + buffers[i].size, i))
+        else {
+            break;
+        };
+        let at = order.iter().position(|&i| i == top).unwrap_or(0);
+        if at == 0 {
+            break;
+        }
+        order[..=at].rotate_right(1);
+        p = place(buffers, &order, u64::MAX);
+    }
+    if p.peak <= capacity {
+        return Ok(p);
+    }
+    let mut earliest: Vec<usize> = (0..buffers.len()).collect();
+    earliest.sort_by_key(|&i| (buffers[i].live.0, std::cmp::Reverse(buffers[i].size), i));
+    let p = place(buffers, &earliest, capacity);
+    if p.peak <= capacity {
+        return Ok(p);
+    }
+    Err(DoesNotFit { needed, capacity })
 }
 
-/// [`plan`], giving up as soon as a buffer lands beyond `capacity` (the
-/// error's `needed` is then only where that buffer ends): for trying
-/// variants of a set of buffers quickly.
+/// How many times [`plan`] moves the buffer that ends highest to the front.
+pub const PROMOTIONS: usize = 32;
+
+/// [`plan`] without its second tries: largest first, giving up as soon as
+/// a buffer lands beyond `capacity` (for trying variants of a set of
+/// buffers quickly).
 pub fn plan_within(buffers: &[Buffer], capacity: u64) -> Option<Plan> {
-    place(buffers, capacity, true).ok()
+    let p = place(buffers, &largest_first(buffers), capacity);
+    (p.peak <= capacity).then_some(p)
 }
 
-fn place(buffers: &[Buffer], capacity: u64, give_up: bool) -> Result<Plan, DoesNotFit> {
+fn largest_first(buffers: &[Buffer]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..buffers.len()).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(buffers[i].size), buffers[i].live.0, i));
+    order
+}
+
+/// Each buffer in `order` at the lowest aligned offset free throughout its
+/// lifetime; stops (with the peak so far) once a buffer ends beyond
+/// `give_up_above`.
+fn place(buffers: &[Buffer], order: &[usize], give_up_above: u64) -> Plan {
     let mut offsets = vec![0u64; buffers.len()];
     // Placed buffers by address: (start, end, lifetime).
     let mut placed: Vec<(u64, u64, (usize, usize))> = Vec::with_capacity(buffers.len());
     let mut peak = 0;
-    for i in order {
+    for &i in order {
         let b = &buffers[i];
         // The lowest aligned gap among the placed buffers alive at the same
         // time, visited by address.
@@ -93,23 +136,14 @@ fn place(buffers: &[Buffer], capacity: u64, give_up: bool) -> Result<Plan, DoesN
         let o = align_up(at, b.align);
         offsets[i] = o;
         peak = peak.max(o + b.size);
-        if give_up && peak > capacity {
-            return Err(DoesNotFit {
-                needed: peak,
-                capacity,
-            });
+        if peak > give_up_above {
+            break;
         }
         let entry = (o, o + b.size, b.live);
         let k = placed.partition_point(|p| (p.0, p.1) <= (entry.0, entry.1));
         placed.insert(k, entry);
     }
-    if peak > capacity {
-        return Err(DoesNotFit {
-            needed: peak,
-            capacity,
-        });
-    }
-    Ok(Plan { offsets, peak })
+    Plan { offsets, peak }
 }
 
 /// Every problem with a plan (empty: it is valid).
@@ -192,6 +226,32 @@ mod tests {
         );
     }
 
+    /// Largest first needs 11 bytes here (the 3-byte buffer lands above
+    /// two 4-byte ones placed apart); at most 8 are ever live at once, and
+    /// placing the 3-byte one first fits them in 8.
+    #[test]
+    fn another_order_fits_where_largest_first_does_not() {
+        let bufs: Vec<Buffer> = [(4, (2, 2)), (3, (4, 6)), (4, (2, 4)), (4, (5, 6))]
+            .into_iter()
+            .map(|(size, live)| Buffer {
+                size,
+                align: 1,
+                live,
+            })
+            .collect();
+        assert!(plan_within(&bufs, 10).is_none(), "largest first fits 10 bytes?");
+        assert_eq!(
+            plan(&bufs, 7),
+            Err(DoesNotFit {
+                needed: 11,
+                capacity: 7
+            })
+        );
+        let p = plan(&bufs, 8).expect("placed again, 8 bytes fit");
+        assert!(p.peak <= 8);
+        check(&bufs, &p, 8).expect("valid");
+    }
+
     #[test]
     fn the_checker_finds_overlaps_misalignment_and_overflow() {
         let bufs = [buf(100, (0, 5)), buf(100, (3, 4))];
@@ -250,7 +310,19 @@ mod tests {
             prop_assert_eq!(&p.offsets, &want);
             let fits = p.peak <= cap;
             prop_assert_eq!(plan_within(&bufs, cap).is_some(), fits);
-            prop_assert_eq!(plan(&bufs, cap).is_ok(), fits);
+            // The other orders may fit where largest-first does not.
+            match plan(&bufs, cap) {
+                Ok(q) => {
+                    prop_assert!(check(&bufs, &q, cap).is_ok());
+                    if fits {
+                        prop_assert_eq!(&q.offsets, &want);
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(!fits);
+                    prop_assert_eq!(e.needed, p.peak);
+                }
+            }
         }
 
         /// Every plan the planner returns passes the checker, and uses no less than the largest live set needs.

@@ -432,20 +432,31 @@ impl Lowerer<'_> {
             live: (b.live.0.min(now), b.live.1.max(now)),
             ..b.clone()
         };
+        // Where this region's buffers start: earlier ones live past it (a
+        // store of an earlier region waited for in this one) share its time.
+        let start = self.e.bufs[first..]
+            .iter()
+            .filter(|b| b.used())
+            .map(|b| b.live.0)
+            .min()
+            .unwrap_or(now);
         for (mi, mem) in self.e.m.memories.iter().enumerate() {
             // Values kept on chip from earlier regions and read by this one
             // or later ones are live throughout.
             let held = self.e.bufs[..first]
                 .iter()
                 .enumerate()
-                .filter(|(k, b)| b.used() && (b.shared || flying.contains(k)))
+                .filter(|(k, b)| {
+                    b.used() && (b.shared || flying.contains(k) || b.live.1 >= start)
+                })
                 .map(|(k, b)| {
                     let read_later = flying.contains(&k)
-                        || self
-                            .kept
-                            .kept_until
-                            .get(&k)
-                            .is_none_or(|&u| u >= self.lowering_node);
+                        || (b.shared
+                            && self
+                                .kept
+                                .kept_until
+                                .get(&k)
+                                .is_none_or(|&u| u >= self.lowering_node));
                     if read_later { until_now(b) } else { b.clone() }
                 });
             let fresh = self.e.bufs[first..]
