@@ -236,8 +236,11 @@ impl Lowerer<'_> {
         // ones (software pipelining of the tile loop): the epilogue's
         // transfers are barriers to the scheduler, so this is what lets
         // independent products overlap on the unit's copies.
+        // Without pipelining each tile is finished before the next begins
+        // (the one register of a file like pim-dram's `macc` then suffices).
         let lag = match &mm {
             Some(p) if p.decomposed.is_none() && self.opts.pipeline_tiles => self.tile_lag(p),
+            Some(p) if p.decomposed.is_none() => 0,
             _ => 1,
         };
         let mut pending: std::collections::VecDeque<(Val, i64, i64, i64, i64)> = Default::default();
