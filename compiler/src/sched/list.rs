@@ -128,6 +128,20 @@ pub(super) fn list(
     let free_copy = |unit_free: &[Vec<u64>], u: usize, cycle: u64| {
         unit_free[u].iter().position(|f| *f <= cycle)
     };
+    // The slots any instruction of each unit may take: once the bundle
+    // uses them all, the unit's ready instructions are not tried this
+    // cycle (each would be blocked, and popped and pushed back in vain).
+    let mut unit_slots: Vec<Vec<SlotId>> = vec![Vec::new(); m.units.len()];
+    for def in &m.instructions {
+        let us = &mut unit_slots[def.timing.unit.index()];
+        for s in &def.timing.slots {
+            if !us.contains(s) {
+                us.push(*s);
+            }
+        }
+    }
+    let slot_left =
+        |used: &[SlotId], u: usize| unit_slots[u].iter().any(|s| !used.contains(s));
     while left > 0 {
         while let Some(Reverse((c, i))) = timed.peek().copied() {
             if c > cycle {
@@ -198,6 +212,7 @@ pub(super) fn list(
             }
             if let Some(next) = ready[u].top(chains, copies[u], cycle)
                 && free_copy(&unit_free, u, cycle).is_some()
+                && slot_left(&used_slots, u)
             {
                 heads.push(next);
             }
