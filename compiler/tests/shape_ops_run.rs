@@ -473,3 +473,29 @@ fn large_element_wise_regions_and_transposes_fit_the_smallest_memory() {
         assert!(r.checks.iter().all(|c| c.ok), "{what}: {:?}", r.checks);
     }
 }
+
+/// `Resize` doubling the height and width of feature maps with rows
+/// narrower than a transfer's alignment (2 and 7 f32 columns): its joins
+/// along the height stored rows of a dense buffer one by one, and the
+/// second row started 8 bytes in, off vliw-systolic's and simd-dsp's
+/// transfer alignment ("address 0x8 is not a multiple of 32"). Nearest
+/// and linear, everywhere.
+#[test]
+fn resizing_narrow_feature_maps_runs_everywhere() {
+    for (mode, dims) in [
+        ("nearest", [1, 4, 2, 2]),
+        ("nearest", [1, 8, 5, 7]),
+        ("linear", [1, 16, 4, 4]),
+    ] {
+        let resize = NodeProto::new("Resize", "resize", &["x", "", "scales"], &["y"])
+            .with(AttributeProto::string("mode", mode));
+        let g = build(
+            vec![resize],
+            &dims,
+            &["y"],
+            vec![TensorProto::from_f32("scales", &[4], &[1.0, 1.0, 2.0, 2.0])],
+        );
+        let what = format!("{mode} Resize of {dims:?}");
+        assert_eq!(check(&g, &what, &[]).len(), targets::all().len(), "{what}");
+    }
+}

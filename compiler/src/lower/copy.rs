@@ -524,51 +524,81 @@ impl Lowerer<'_> {
             ..land
         };
         for block in runs(pairs, budget as usize) {
-            let h = block.len() as i64;
             let froms: Vec<i64> = block.iter().map(|p| p.0).collect();
             let tos: Vec<i64> = block.iter().map(|p| p.1).collect();
             if direct && self.load_rows_into(src, dst, (&froms, &tos), (c0, d0), cols, into)? {
                 continue;
             }
-            let mut c = 0;
-            while c < cols {
-                let w = w_max.min(cols - c);
-                // Source: from an aligned column, `ds` elements before the data.
-                let start = c0 + c * step;
-                let ds = start % per;
-                let span = (w - 1) * step + 1;
-                let a = self.load_rows(src, &froms, start - ds, span + ds, land, pad)?;
-                let dd = (d0 + c) % per_d;
-                let out = if ds == 0 && dd == 0 && step == 1 {
-                    a
-                } else {
-                    let mv = moves.as_ref().ok_or_else(|| err("no scalar moves"))?;
-                    // The destination's aligned superset, read so its other columns survive.
-                    let b = if dd == 0 {
-                        self.e.buffer_padded(mv.mem, land.dtype, h, w, Pad::Aligned)
-                    } else {
-                        self.load_rows(dst, &tos, d0 + c - dd, w + dd, land, pad)?
-                    };
-                    for i in 0..h {
-                        for j in 0..w {
-                            super::scalar::move_element(
-                                &mut self.e,
-                                mv,
-                                &a,
-                                i,
-                                ds + j * step,
-                                &b,
-                                i,
-                                dd + j,
-                            )
-                            .map_err(err)?;
-                        }
-                    }
-                    b
-                };
-                self.store_rows(&out, dst, &tos, d0 + c - dd, w + dd)?;
-                c += w;
+            // Dense rows on chip go in one transfer each way where the rows
+            // are evenly spaced; where a transfer does not take them so, row
+            // by row from rows that start aligned.
+            let cp = self.e.checkpoint();
+            match self.copy_block(src, dst, (&froms, &tos), (c0, step, d0, cols), land, pad, moves.as_ref()) {
+                Err(_) if pad == Pad::Dense => {
+                    self.e.rollback(cp);
+                    self.copy_block(src, dst, (&froms, &tos), (c0, step, d0, cols), land, Pad::Aligned, moves.as_ref())?;
+                }
+                r => r?,
             }
+        }
+        Ok(())
+    }
+
+    /// One block of rows of [`Self::copy_rows_shifted`]: loaded in pieces
+    /// of columns into buffers at `land` laid out as `pad` says, shifted
+    /// element by element where `moves` are given, and stored.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_block(
+        &mut self,
+        src: &Home,
+        dst: &Home,
+        (froms, tos): (&[i64], &[i64]),
+        (c0, step, d0, cols): (i64, i64, i64, i64),
+        land: Loc,
+        pad: Pad,
+        moves: Option<&super::scalar::Moves>,
+    ) -> Result<(), LowerError> {
+        let (per, per_d) = (self.aligned_elems(src.dtype), self.aligned_elems(dst.dtype));
+        let w_max = cols.min((512 / step).max(1));
+        let h = froms.len() as i64;
+        let mut c = 0;
+        while c < cols {
+            let w = w_max.min(cols - c);
+            // Source: from an aligned column, `ds` elements before the data.
+            let start = c0 + c * step;
+            let ds = start % per;
+            let span = (w - 1) * step + 1;
+            let a = self.load_rows(src, froms, start - ds, span + ds, land, pad)?;
+            let dd = (d0 + c) % per_d;
+            let out = if ds == 0 && dd == 0 && step == 1 {
+                a
+            } else {
+                let mv = moves.ok_or_else(|| err("no scalar moves"))?;
+                // The destination's aligned superset, read so its other columns survive.
+                let b = if dd == 0 {
+                    self.e.buffer_padded(mv.mem, land.dtype, h, w, Pad::Aligned)
+                } else {
+                    self.load_rows(dst, tos, d0 + c - dd, w + dd, land, pad)?
+                };
+                for i in 0..h {
+                    for j in 0..w {
+                        super::scalar::move_element(
+                            &mut self.e,
+                            mv,
+                            &a,
+                            i,
+                            ds + j * step,
+                            &b,
+                            i,
+                            dd + j,
+                        )
+                        .map_err(err)?;
+                    }
+                }
+                b
+            };
+            self.store_rows(&out, dst, tos, d0 + c - dd, w + dd)?;
+            c += w;
         }
         Ok(())
     }
