@@ -314,6 +314,12 @@ declare_options! {
     window_operands: WindowOperands, "no-window-operands",
         "Write a convolution's windows out at home (the image's bytes times the kernel's size) and read them back, instead of bringing each tile of them together from the image's rows as the product reads it.",
         fallback 0 ConvWindows "convolution windows written out at home";
+    /// A depthwise convolution with stride 1 along the width takes tiles
+    /// of whole rows of output pixels, their channels side by side, so
+    /// each vector instruction covers a register's width however few the
+    /// channels (`Lowerer::window_sum_wide`).
+    wide_windows: WideWindows, "no-wide-windows",
+        "Compute a depthwise convolution over tiles of pixels by channels (as many lanes as channels), instead of over rows of pixels with their channels side by side (whole registers however few the channels).";
     /// An element-wise operation the machine has no instruction for is
     /// computed from those it has, by the identities of instruction
     /// selection ([`crate::passes::select`]: `sqrt(x) = 1/rsqrt(x)`,

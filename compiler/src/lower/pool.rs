@@ -45,6 +45,8 @@ pub(super) enum PackKey {
     },
     /// Row `row` of constant `value` repeated `rows` times.
     RowRepeated { value: ValueId, row: i64, rows: i64 },
+    /// Each row of constant `value` repeated along itself to `width` columns.
+    Tiled { value: ValueId, width: i64 },
     /// A `rows` x `cols` block of the number whose bits are `bits`, in `dt`.
     Fill {
         bits: u64,

@@ -195,6 +195,11 @@ impl Lowerer<'_> {
             dtype: out_home.dtype,
         };
         let (rows, cols) = (out_home.rows, out_home.cols);
+        if let Some(geo) = self.wide_windows(x, window, &out_home)
+            && self.window_sum_wide(x, wv, &geo, &out_home)?
+        {
+            return Ok(());
+        }
         // Every window position's tile may be in flight at once.
         let mut most = self.ew_tile(&out_home, kk as usize + 2).0;
         loop {
@@ -258,6 +263,243 @@ impl Lowerer<'_> {
         }
     }
 }
+
+impl Lowerer<'_> {
+    /// The windows' geometry where `WindowSum` can take whole rows of
+    /// output pixels at once ([`Self::window_sum_wide`]): stride 1 along
+    /// the width, channels narrower than a tile's row, dense homes without
+    /// batches, and rows broadcast down a register.
+    fn wide_windows(
+        &self,
+        x: ValueId,
+        window: &Window,
+        out_home: &super::layout::Home,
+    ) -> Option<Windows> {
+        let geo = Windows::new(&self.g.ty(x).shape, window)?;
+        let image = self.home_of(x).ok()?;
+        let plain = |h: &super::layout::Home| h.batch.is_none() && h.first == 0;
+        (self.opts.wide_windows
+            && geo.sw == 1
+            && geo.c < WIDE_COLS
+            && geo.ow > 1
+            && plain(&image)
+            && plain(out_home)
+            && ops::can_broadcast_rows(&self.e))
+        .then_some(geo)
+    }
+
+    /// `WindowSum` with stride 1 along the width, over tiles of whole rows
+    /// of output pixels: a tile is `h` output rows by the channels of `w/C`
+    /// consecutive pixels, laid side by side (`OW·C` per row). Window
+    /// position `(dy, dx)`'s tile of output row `i` is the pixels of image
+    /// row `i·sh + dy·dh - pt` from `j + dx·dw - pl` on: consecutive
+    /// pixels, which one transfer brings side by side (their rows of `C`
+    /// at home, however padded, land dense on chip), with zeros where they
+    /// fall outside. The weights' rows are repeated along the pixels. With
+    /// few channels (16, say) each vector instruction then covers a
+    /// register's whole width, not `C` lanes of each pixel. Where a
+    /// transfer cannot take such rows (their alignment on chip), the
+    /// narrow form is used instead: `Ok(false)`.
+    fn window_sum_wide(
+        &mut self,
+        x: ValueId,
+        wv: ValueId,
+        geo: &Windows,
+        out_home: &super::layout::Home,
+    ) -> Result<bool, LowerError> {
+        let g = self.g;
+        let k = g
+            .constants
+            .get(&wv)
+            .ok_or_else(|| err("depthwise weights that are not constant"))?;
+        let c = geo.c;
+        // Tiles `tw` wide: whole pixels, so the repeated weights line up.
+        let tw = (WIDE_COLS / c * c).min(geo.ow * c);
+        let key = PackKey::Tiled {
+            value: wv,
+            width: tw,
+        };
+        let weights = match self.pool.packed.get(&key) {
+            Some(t) => t.clone(),
+            None => {
+                let data: Vec<f64> = (0..geo.kk)
+                    .flat_map(|p| (0..tw).map(move |j| (p, j % c)))
+                    .map(|(p, j)| k.data[(p * c + j) as usize])
+                    .collect();
+                let t = self
+                    .padded(&data, geo.kk, tw, self.layout.act)
+                    .tile(0, 0, geo.kk, tw);
+                self.pool.packed.insert(key, t.clone());
+                t
+            }
+        };
+        let image = self.home_of(x)?;
+        let land = self.landing_of(image.dtype)?;
+        let Place::Mem(am) = land.place else {
+            return Ok(false);
+        };
+        let to = Loc {
+            place: Place::Mem(out_home.mem),
+            dtype: out_home.dtype,
+        };
+        // The result's rows of pixels side by side on chip, before they go home.
+        let staged = Loc {
+            dtype: out_home.dtype,
+            ..land
+        };
+        let (rows, cols) = (geo.images * geo.oh, geo.ow * c);
+        let mut most = self.ew_tile(out_home, geo.kk as usize + 2).0;
+        loop {
+            let attempt = self.attempt();
+            let bufs = self.e.bufs.len();
+            let th = most.min(rows).max(1);
+            self.cache.staged_rows.clear();
+            let done = (|| {
+                for r in (0..rows).step_by(th as usize) {
+                    let h = th.min(rows - r);
+                    for c0 in (0..cols).step_by(tw as usize) {
+                        let w = tw.min(cols - c0);
+                        let mut acc: Option<Val> = None;
+                        for p in 0..geo.kk {
+                            let t = self.wide_tile(geo, &image, p, (r, c0), (h, w), land, am)?;
+                            let row = self.staged_row(wv, &weights, p, 0, w)?;
+                            let mut steps = vec![Step {
+                                ew: Ew::Mul,
+                                other: Some(row),
+                                swapped: false,
+                                third: None,
+                            }];
+                            if let Some(a) = acc.take() {
+                                steps.push(Step {
+                                    ew: Ew::Add,
+                                    other: Some(a),
+                                    swapped: false,
+                                    third: None,
+                                });
+                            }
+                            acc = Some(ops::chain(&mut self.e, Val::Mem(t), &steps).map_err(err)?);
+                        }
+                        let acc = acc.ok_or_else(|| err("an empty window"))?;
+                        let Place::Mem(sm) = staged.place else {
+                            return Err(err("no staging memory"));
+                        };
+                        let side = self.e.buffer_padded(sm, staged.dtype, h, w, Pad::Registers);
+                        let v = self
+                            .e
+                            .to_loc(acc, staged, Some(&side), Pad::Dense)
+                            .map_err(err)?;
+                        if let Val::Mem(t) = &v {
+                            self.e.ready(t).map_err(err)?;
+                        }
+                        // Each output row's pixels to their rows at home.
+                        let (j0, wp) = (c0 / c, w / c);
+                        for i in 0..h {
+                            let from = MemTile {
+                                rows: wp,
+                                cols: c,
+                                pitch: c,
+                                ..side.view(i, 0, 1, w)
+                            };
+                            let dst = out_home.tile((r + i) * geo.ow + j0, 0, wp, c);
+                            self.e
+                                .to_loc(Val::Mem(from), to, Some(&dst), Pad::Dense)
+                                .map_err(err)?;
+                        }
+                    }
+                }
+                self.fits_on_chip(bufs)
+            })();
+            match done {
+                Err(e) if e.is_overflow() && most > 1 => {
+                    self.undo(attempt);
+                    most /= 2;
+                }
+                Err(_) => {
+                    self.undo(attempt);
+                    return Ok(false);
+                }
+                Ok(()) => return Ok(true),
+            }
+        }
+    }
+
+    /// Window position `p`'s tile of the output rows `r..r + h`, columns
+    /// `c0..c0 + w` (whole pixels of `OW·C`), in a fresh buffer at `land`:
+    /// per output row, one transfer of the pixels inside the image, and
+    /// zeros around them and for the rows outside.
+    #[allow(clippy::too_many_arguments)]
+    fn wide_tile(
+        &mut self,
+        geo: &Windows,
+        image: &super::layout::Home,
+        p: i64,
+        (r, c0): (i64, i64),
+        (h, w): (i64, i64),
+        land: Loc,
+        am: isa_specs::model::MemId,
+    ) -> Result<MemTile, LowerError> {
+        let c = geo.c;
+        let (dy, dx) = (p / geo.kw, p % geo.kw);
+        let buf = self.e.buffer_padded(am, land.dtype, h, w, Pad::Registers);
+        let (j0, wp) = (c0 / c, w / c);
+        // Output pixel `j` reads input column `j + off`: those inside are `jlo..jhi`.
+        let off = dx * geo.dw - geo.pl;
+        let (jlo, jhi) = (j0.max(-off), (j0 + wp).min(geo.w - off));
+        let zeros = self.fill_block(0.0, 1, w, image.dtype);
+        let mut loaded = Vec::new();
+        for i in 0..h {
+            let (img, oi) = ((r + i) / geo.oh, (r + i) % geo.oh);
+            let ih = oi * geo.sh + dy * geo.dh - geo.pt;
+            let inside = img < geo.images && (0..geo.h).contains(&ih) && jlo < jhi;
+            // (source, column in the tile, columns)
+            let mut parts: Vec<(Option<MemTile>, i64, i64)> = Vec::new();
+            if inside {
+                let pixel = (img * geo.h + ih) * geo.w + jlo + off;
+                let n = jhi - jlo;
+                parts.push((Some(image.tile(pixel, 0, n, c)), (jlo - j0) * c, n * c));
+                if jlo > j0 {
+                    parts.push((None, 0, (jlo - j0) * c));
+                }
+                if jhi < j0 + wp {
+                    parts.push((None, (jhi - j0) * c, (j0 + wp - jhi) * c));
+                }
+            } else {
+                parts.push((None, 0, w));
+            }
+            for (from, col, n) in parts {
+                let into = buf.view(i, col, 1, n);
+                let (from, into) = match from {
+                    // Rows of `C` at home, side by side on chip.
+                    Some(f) => (
+                        f,
+                        MemTile {
+                            rows: n / c,
+                            cols: c,
+                            pitch: c,
+                            ..into
+                        },
+                    ),
+                    None => (zeros.view(0, 0, 1, n), into),
+                };
+                loaded.push(
+                    self.e
+                        .to_loc(Val::Mem(from), land, Some(&into), Pad::Dense)
+                        .map_err(err)?,
+                );
+            }
+        }
+        for v in &loaded {
+            if let Val::Mem(t) = v {
+                self.e.ready(t).map_err(err)?;
+            }
+        }
+        Ok(buf)
+    }
+}
+
+/// The widest row of pixels' channels [`Lowerer::window_sum_wide`] takes
+/// as one tile row (and the channels below which it applies).
+const WIDE_COLS: i64 = 512;
 
 /// Where the windows of an `Im2Row` read: row `r` of the windows is output
 /// pixel `(image, i, j)`, its columns `p·C..(p + 1)·C` window position `p`.
