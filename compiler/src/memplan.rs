@@ -146,6 +146,52 @@ fn place(buffers: &[Buffer], order: &[usize], give_up_above: u64) -> Plan {
     Plan { offsets, peak }
 }
 
+/// Pairs of buffers live together whose bytes overlap, by a sweep along
+/// the program: the buffers live when one starts, kept by address, are
+/// the only ones it can meet, and among them those just below its end.
+/// Once two overlap, later pairs may go unreported: the list is complete
+/// up to the first overlap, and empty exactly when there is none.
+fn overlaps(buffers: &[Buffer], offsets: &[u64]) -> Vec<String> {
+    use std::cmp::Reverse;
+    use std::collections::{BTreeMap, BinaryHeap};
+    let mut order: Vec<usize> = (0..buffers.len())
+        .filter(|&i| buffers[i].size > 0)
+        .collect();
+    order.sort_by_key(|&i| (buffers[i].live.0, i));
+    // Live buffers by (offset, index), and when each stops being live.
+    let mut live: BTreeMap<(u64, usize), u64> = BTreeMap::new();
+    let mut ends: BinaryHeap<Reverse<(usize, u64, usize)>> = BinaryHeap::new();
+    let mut errors = Vec::new();
+    for i in order {
+        let (b, o) = (&buffers[i], offsets[i]);
+        while let Some(&Reverse((end, p, j))) = ends.peek() {
+            if end >= b.live.0 {
+                break;
+            }
+            ends.pop();
+            live.remove(&(p, j));
+        }
+        // Those starting below `o + size`, highest first, while they reach past `o`.
+        for (&(_, j), &end) in live.range(..(o + b.size, 0)).rev() {
+            if end <= o {
+                break;
+            }
+            let (lo, hi) = if j < i { (j, i) } else { (i, j) };
+            let at = |k: usize| (offsets[k], offsets[k] + buffers[k].size);
+            errors.push(format!(
+                "buffers {lo} [{}, {}) and {hi} [{}, {}) are live together and overlap",
+                at(lo).0,
+                at(lo).1,
+                at(hi).0,
+                at(hi).1
+            ));
+        }
+        live.insert((o, i), o + b.size);
+        ends.push(Reverse((b.live.1, o, i)));
+    }
+    errors
+}
+
 /// Every problem with a plan (empty: it is valid).
 pub fn check(buffers: &[Buffer], plan: &Plan, capacity: u64) -> Result<(), Vec<String>> {
     let mut errors = Vec::new();
@@ -167,21 +213,8 @@ pub fn check(buffers: &[Buffer], plan: &Plan, capacity: u64) -> Result<(), Vec<S
                 o + b.size
             ));
         }
-        for (j, (c, p)) in buffers.iter().zip(&plan.offsets).enumerate().skip(i + 1) {
-            if lives_overlap(b.live, c.live)
-                && *o < p + c.size
-                && *p < o + b.size
-                && b.size > 0
-                && c.size > 0
-            {
-                errors.push(format!(
-                    "buffers {i} [{o}, {}) and {j} [{p}, {}) are live together and overlap",
-                    o + b.size,
-                    p + c.size
-                ));
-            }
-        }
     }
+    errors.extend(overlaps(buffers, &plan.offsets));
     if errors.is_empty() {
         Ok(())
     } else {
@@ -296,6 +329,25 @@ mod tests {
         offsets
     }
 
+    /// Every pair of buffers, compared: what the sweep replaces.
+    fn overlapping_pairs(buffers: &[Buffer], offsets: &[u64]) -> usize {
+        let mut n = 0;
+        for i in 0..buffers.len() {
+            for j in i + 1..buffers.len() {
+                let (b, c) = (&buffers[i], &buffers[j]);
+                if lives_overlap(b.live, c.live)
+                    && offsets[i] < offsets[j] + c.size
+                    && offsets[j] < offsets[i] + b.size
+                    && b.size > 0
+                    && c.size > 0
+                {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -322,6 +374,25 @@ mod tests {
                     prop_assert!(!fits);
                     prop_assert_eq!(e.needed, p.peak);
                 }
+            }
+        }
+
+        /// The checker's sweep finds an overlap exactly where comparing every
+        /// pair does, also in a valid plan with one buffer moved.
+        #[test]
+        fn the_sweep_finds_what_every_pair_finds(raw in prop::collection::vec((1u64..300, 0u64..1000, 0usize..20, 0usize..8), 0..40)) {
+            let bufs: Vec<Buffer> = raw.iter().map(|(s, _, a, l)| Buffer { size: *s, align: 1, live: (*a, a + l) }).collect();
+            let offsets: Vec<u64> = raw.iter().map(|r| r.1).collect();
+            let pairs = overlapping_pairs(&bufs, &offsets);
+            let found = overlaps(&bufs, &offsets).len();
+            prop_assert_eq!(found == 0, pairs == 0);
+            prop_assert!(found <= pairs);
+            // A valid plan with one buffer moved onto others: every pair.
+            let p = plan(&bufs, u64::MAX / 4).expect("unbounded capacity");
+            if let Some(k) = (0..bufs.len()).next() {
+                let mut moved = p.offsets.clone();
+                moved[k] = raw[k].1;
+                prop_assert_eq!(overlaps(&bufs, &moved).is_empty(), overlapping_pairs(&bufs, &moved) == 0);
             }
         }
 
