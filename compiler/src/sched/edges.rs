@@ -35,10 +35,13 @@ impl Edge {
 /// write covering a range retires its record). Only the edges that bind are
 /// made: an instruction after a barrier depends on the latest barrier alone,
 /// a wait on the signals since the previous wait on its semaphore.
-pub(super) fn edges(infos: &[Info], lists: &Lists) -> Vec<Edge> {
+pub(super) fn edges(infos: &[Info], lists: &Lists, mem_bytes: &[u64]) -> Vec<Edge> {
     let places = &lists.places;
     let mut out: Vec<Edge> = Vec::new();
-    let mut accesses = Accesses::default();
+    let mut accesses = Accesses {
+        page_bits: mem_bytes.iter().map(|&b| super::records::page_bits(b)).collect(),
+        ..Accesses::default()
+    };
     let mut last_barrier: Option<usize> = None;
     let mut since_all: Vec<usize> = Vec::new();
     let mut sems = Semaphores::default();
@@ -172,6 +175,8 @@ impl Semaphores {
 struct Accesses {
     regs: HashMap<(usize, u32), Record>,
     mems: HashMap<usize, MemRecords>,
+    /// Each memory's index's page size ([`super::records::page_bits`]).
+    page_bits: Vec<u32>,
 }
 
 impl Accesses {
@@ -184,7 +189,7 @@ impl Accesses {
         b: &Info,
         need: &mut Vec<(usize, u64, bool)>,
     ) {
-        let Accesses { regs, mems } = self;
+        let Accesses { regs, mems, .. } = self;
         // A write follows the readers of the bytes it writes (not those of
         // other parts of a record it overlaps), or all of them where it will
         // stand in for them (more than `MANY_READERS`, see below).
@@ -235,7 +240,11 @@ impl Accesses {
     /// Records instruction `to` as a reader of `reads` and then the writer
     /// of `writes`.
     fn record(&mut self, to: usize, reads: &[Place], writes: &[Place]) {
-        let Accesses { regs, mems } = self;
+        let Accesses {
+            regs,
+            mems,
+            page_bits,
+        } = self;
         for place in reads {
             match *place {
                 Place::Reg { file, reg } => {
@@ -245,7 +254,9 @@ impl Accesses {
                         .push((to, WHOLE));
                 }
                 Place::Mem { mem, span } => {
-                    let recs = mems.entry(mem).or_default();
+                    let recs = mems.entry(mem).or_insert_with(|| {
+                        MemRecords::new(page_bits.get(mem).copied().unwrap_or(super::records::PAGE_BITS))
+                    });
                     let mut found = false;
                     recs.for_each_overlapping(span, |rec| {
                         rec.readers.push((to, span));
@@ -274,7 +285,9 @@ impl Accesses {
                     );
                 }
                 Place::Mem { mem, span } => {
-                    let recs = mems.entry(mem).or_default();
+                    let recs = mems.entry(mem).or_insert_with(|| {
+                        MemRecords::new(page_bits.get(mem).copied().unwrap_or(super::records::PAGE_BITS))
+                    });
                     recs.retire_within(span);
                     // A record with many readers this write overlaps only in
                     // part: this write now stands for its readers (it follows

@@ -107,7 +107,8 @@ impl Deps {
         times: &mut PassTimes,
     ) -> Deps {
         let (infos, lists) = times.time("effects", || infos(t, m, insts, rules));
-        let edges = times.time("dependences", || edges(&infos, &lists));
+        let mem_bytes: Vec<u64> = m.memories.iter().map(|x| x.size.value as u64).collect();
+        let edges = times.time("dependences", || edges(&infos, &lists, &mem_bytes));
         let chains = if rules.finish_chains {
             times.time("chains", || chains(&infos, &edges, &lists.places))
         } else {

@@ -32,18 +32,28 @@ impl Default for Record {
     }
 }
 
-/// Bytes of a page of the records' index ([`MemRecords`]): 32 KiB (measured best of 4 to 256 KiB on GPT-2).
-const PAGE_BITS: u32 = 15;
+/// Bytes of a page of the records' index ([`MemRecords`]) at most: 32
+/// KiB (measured best of 4 to 256 KiB on GPT-2, in vliw-systolic's 32 MiB
+/// memory).
+pub(super) const PAGE_BITS: u32 = 15;
 
-/// Pages beyond which a record is kept in a list of its own rather than
+/// A memory of `bytes` is indexed in about 1024 pages, of 256 bytes to
+/// [`PAGE_BITS`]: a 128 KiB memory in 32 KiB pages would list most live
+/// records under every access.
+pub(super) fn page_bits(bytes: u64) -> u32 {
+    (bytes.max(1).ilog2().saturating_sub(10)).clamp(8, PAGE_BITS)
+}
+
+/// Bytes beyond which a record is kept in a list of its own rather than
 /// under every page it touches (4 MiB).
-const LARGE_PAGES: i64 = (4 << 20) >> PAGE_BITS;
+const LARGE_BYTES: i64 = 4 << 20;
 
-/// The records of one memory, indexed by the pages of [`PAGE_BITS`] each
-/// touches: the ones overlapping an access are among those listed under
-/// its pages (and the few large ones).
-#[derive(Default)]
+/// The records of one memory, indexed by the pages each touches: the ones
+/// overlapping an access are among those listed under its pages (and the
+/// few large ones).
 pub(super) struct MemRecords {
+    /// Bytes of a page: `1 << page_bits`.
+    page_bits: u32,
     /// Every record made, by id; `None` once retired.
     recs: Vec<Option<Record>>,
     /// The records touching each page, by id.
@@ -58,21 +68,45 @@ pub(super) struct MemRecords {
     hits: Vec<u32>,
 }
 
-/// The first and last page of `span`.
-fn pages_of(span: &Span) -> (i64, i64) {
-    (
-        span.start >> PAGE_BITS,
-        (span.end - 1).max(span.start) >> PAGE_BITS,
-    )
+impl Default for MemRecords {
+    fn default() -> MemRecords {
+        MemRecords::new(PAGE_BITS)
+    }
 }
 
 impl MemRecords {
+    /// An empty index in pages of `1 << page_bits` bytes.
+    pub(super) fn new(page_bits: u32) -> MemRecords {
+        MemRecords {
+            page_bits,
+            recs: Vec::new(),
+            pages: Default::default(),
+            large: Vec::new(),
+            seen: Vec::new(),
+            search: 0,
+            hits: Vec::new(),
+        }
+    }
+
+    /// The first and last page of `span`.
+    fn pages_of(&self, span: &Span) -> (i64, i64) {
+        (
+            span.start >> self.page_bits,
+            (span.end - 1).max(span.start) >> self.page_bits,
+        )
+    }
+
+    /// Whether a record of pages `p0..=p1` is kept among the large ones.
+    fn large(&self, (p0, p1): (i64, i64)) -> bool {
+        p1 - p0 >= LARGE_BYTES >> self.page_bits
+    }
+
     /// The live records listed under the pages of `span` (and the large
     /// ones) into `hits`, by id.
     fn candidates(&mut self, span: Span) {
         self.hits.clear();
         self.search = self.search.wrapping_add(1);
-        let (p0, p1) = pages_of(&span);
+        let (p0, p1) = self.pages_of(&span);
         let (seen, hits, search) = (&mut self.seen, &mut self.hits, self.search);
         let mut take = |id: u32| {
             if seen[id as usize] != search {
@@ -110,8 +144,8 @@ impl MemRecords {
 
     pub(super) fn push(&mut self, rec: Record) {
         let id = self.recs.len() as u32;
-        let (p0, p1) = pages_of(&rec.span);
-        if p1 - p0 >= LARGE_PAGES {
+        let (p0, p1) = self.pages_of(&rec.span);
+        if self.large((p0, p1)) {
             self.large.push(id);
         } else {
             for p in p0..=p1 {
@@ -130,8 +164,8 @@ impl MemRecords {
             let Some(rec) = self.recs[id as usize].take_if(|r| span.covers(&r.span)) else {
                 continue;
             };
-            let (p0, p1) = pages_of(&rec.span);
-            if p1 - p0 >= LARGE_PAGES {
+            let (p0, p1) = self.pages_of(&rec.span);
+            if self.large((p0, p1)) {
                 self.large.retain(|&x| x != id);
             } else {
                 for p in p0..=p1 {
