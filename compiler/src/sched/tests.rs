@@ -122,9 +122,10 @@ proptest! {
         ops in prop::collection::vec(
             (0u8..3, 0i64..(1 << 23), 1i64..(1 << 23), 0i64..4096, 1i64..4096),
             1..60,
-        )
+        ),
+        page_bits in 8u32..=15,
     ) {
-        let mut index = MemRecords::default();
+        let mut index = MemRecords::new(page_bits);
         // What was pushed: the op that made it, its span, whether live.
         let mut all: Vec<(usize, Span, bool)> = Vec::new();
         for (k, (op, start, len, pitch, width)) in ops.into_iter().enumerate() {
