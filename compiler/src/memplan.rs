@@ -272,7 +272,10 @@ mod tests {
                 live,
             })
             .collect();
-        assert!(plan_within(&bufs, 10).is_none(), "largest first fits 10 bytes?");
+        assert!(
+            plan_within(&bufs, 10).is_none(),
+            "largest first fits 10 bytes?"
+        );
         assert_eq!(
             plan(&bufs, 7),
             Err(DoesNotFit {
@@ -390,7 +393,7 @@ mod tests {
             // A valid plan with one buffer moved onto others: every pair.
             let p = plan(&bufs, u64::MAX / 4).expect("unbounded capacity");
             if let Some(k) = (0..bufs.len()).next() {
-                let mut moved = p.offsets.clone();
+                let mut moved = p.offsets;
                 moved[k] = raw[k].1;
                 prop_assert_eq!(overlaps(&bufs, &moved).is_empty(), overlapping_pairs(&bufs, &moved) == 0);
             }

@@ -380,7 +380,10 @@ fn depthwise_convolutions_take_whole_rows_of_pixels() {
             "{what}: wide {wide:?}, narrow {narrow:?} (instructions, cycles)"
         );
         if x[2] >= 30 {
-            assert!(wide.1 < narrow.1, "{what}: wide {wide:?}, narrow {narrow:?}");
+            assert!(
+                wide.1 < narrow.1,
+                "{what}: wide {wide:?}, narrow {narrow:?}"
+            );
         }
     }
 }

@@ -533,10 +533,26 @@ impl Lowerer<'_> {
             // are evenly spaced; where a transfer does not take them so, row
             // by row from rows that start aligned.
             let cp = self.e.checkpoint();
-            match self.copy_block(src, dst, (&froms, &tos), (c0, step, d0, cols), land, pad, moves.as_ref()) {
+            match self.copy_block(
+                src,
+                dst,
+                (&froms, &tos),
+                (c0, step, d0, cols),
+                land,
+                pad,
+                moves.as_ref(),
+            ) {
                 Err(_) if pad == Pad::Dense => {
                     self.e.rollback(cp);
-                    self.copy_block(src, dst, (&froms, &tos), (c0, step, d0, cols), land, Pad::Aligned, moves.as_ref())?;
+                    self.copy_block(
+                        src,
+                        dst,
+                        (&froms, &tos),
+                        (c0, step, d0, cols),
+                        land,
+                        Pad::Aligned,
+                        moves.as_ref(),
+                    )?;
                 }
                 r => r?,
             }

@@ -449,9 +449,7 @@ impl Lowerer<'_> {
             let held = self.e.bufs[..first]
                 .iter()
                 .enumerate()
-                .filter(|(k, b)| {
-                    b.used() && (b.shared || flying.contains(k) || b.live.1 >= start)
-                })
+                .filter(|(k, b)| b.used() && (b.shared || flying.contains(k) || b.live.1 >= start))
                 .map(|(k, b)| {
                     let read_later = flying.contains(&k)
                         || (b.shared

@@ -39,7 +39,10 @@ pub(super) fn edges(infos: &[Info], lists: &Lists, mem_bytes: &[u64]) -> Vec<Edg
     let places = &lists.places;
     let mut out: Vec<Edge> = Vec::new();
     let mut accesses = Accesses {
-        page_bits: mem_bytes.iter().map(|&b| super::records::page_bits(b)).collect(),
+        page_bits: mem_bytes
+            .iter()
+            .map(|&b| super::records::page_bits(b))
+            .collect(),
         ..Accesses::default()
     };
     let mut last_barrier: Option<usize> = None;
@@ -255,7 +258,12 @@ impl Accesses {
                 }
                 Place::Mem { mem, span } => {
                     let recs = mems.entry(mem).or_insert_with(|| {
-                        MemRecords::new(page_bits.get(mem).copied().unwrap_or(super::records::PAGE_BITS))
+                        MemRecords::new(
+                            page_bits
+                                .get(mem)
+                                .copied()
+                                .unwrap_or(super::records::PAGE_BITS),
+                        )
                     });
                     let mut found = false;
                     recs.for_each_overlapping(span, |rec| {
@@ -286,7 +294,12 @@ impl Accesses {
                 }
                 Place::Mem { mem, span } => {
                     let recs = mems.entry(mem).or_insert_with(|| {
-                        MemRecords::new(page_bits.get(mem).copied().unwrap_or(super::records::PAGE_BITS))
+                        MemRecords::new(
+                            page_bits
+                                .get(mem)
+                                .copied()
+                                .unwrap_or(super::records::PAGE_BITS),
+                        )
                     });
                     recs.retire_within(span);
                     // A record with many readers this write overlaps only in

@@ -140,8 +140,7 @@ pub(super) fn list(
             }
         }
     }
-    let slot_left =
-        |used: &[SlotId], u: usize| unit_slots[u].iter().any(|s| !used.contains(s));
+    let slot_left = |used: &[SlotId], u: usize| unit_slots[u].iter().any(|s| !used.contains(s));
     while left > 0 {
         while let Some(Reverse((c, i))) = timed.peek().copied() {
             if c > cycle {
