@@ -265,10 +265,13 @@ impl Lowerer<'_> {
 }
 
 impl Lowerer<'_> {
-    /// The windows' geometry where `WindowSum` can take whole rows of
-    /// output pixels at once ([`Self::window_sum_wide`]): stride 1 along
-    /// the width, channels narrower than a tile's row, dense homes without
-    /// batches, and rows broadcast down a register.
+    /// The windows' geometry where `WindowSum` takes whole rows of output
+    /// pixels at once ([`Self::window_sum_wide`]): stride 1 along the
+    /// width, channels that would fill at most a quarter of a register's
+    /// row (the transfers, one per output row and window position, cost
+    /// more than the lanes save above that: PP-OCR's classifier, with 88
+    /// to 200 channels, took 16% more cycles), homes without batches, and
+    /// rows broadcast down a register.
     fn wide_windows(
         &self,
         x: ValueId,
@@ -280,7 +283,7 @@ impl Lowerer<'_> {
         let plain = |h: &super::layout::Home| h.batch.is_none() && h.first == 0;
         (self.opts.wide_windows
             && geo.sw == 1
-            && geo.c < WIDE_COLS
+            && geo.c * 4 <= self.info.pitch_granule
             && geo.ow > 1
             && plain(&image)
             && plain(out_home)
@@ -498,7 +501,7 @@ impl Lowerer<'_> {
 }
 
 /// The widest row of pixels' channels [`Lowerer::window_sum_wide`] takes
-/// as one tile row (and the channels below which it applies).
+/// as one tile row.
 const WIDE_COLS: i64 = 512;
 
 /// Where the windows of an `Im2Row` read: row `r` of the windows is output
