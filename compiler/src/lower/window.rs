@@ -228,21 +228,7 @@ impl Lowerer<'_> {
                             } else {
                                 Val::Mem(self.repeated_row(wv, p, th)?.view(0, c0, h, w))
                             };
-                            let mut steps = vec![Step {
-                                ew: Ew::Mul,
-                                other: Some(row),
-                                swapped: false,
-                                third: None,
-                            }];
-                            if let Some(a) = acc.take() {
-                                steps.push(Step {
-                                    ew: Ew::Add,
-                                    other: Some(a),
-                                    swapped: false,
-                                    third: None,
-                                });
-                            }
-                            acc = Some(ops::chain(&mut self.e, Val::Mem(t), &steps).map_err(err)?);
+                            acc = Some(self.multiply_add(t, row, acc.take())?);
                         }
                         let acc = acc.ok_or_else(|| err("an empty window"))?;
                         let dst = out_home.tile(r, c0, h, w);
@@ -265,6 +251,24 @@ impl Lowerer<'_> {
 }
 
 impl Lowerer<'_> {
+    /// `tile · row + acc` (or `tile · row` for the first window position).
+    fn multiply_add(
+        &mut self,
+        tile: MemTile,
+        row: Val,
+        acc: Option<Val>,
+    ) -> Result<Val, LowerError> {
+        let step = |ew, other| Step {
+            ew,
+            other: Some(other),
+            swapped: false,
+            third: None,
+        };
+        let mut steps = vec![step(Ew::Mul, row)];
+        steps.extend(acc.map(|a| step(Ew::Add, a)));
+        ops::chain(&mut self.e, Val::Mem(tile), &steps).map_err(err)
+    }
+
     /// The windows' geometry where `WindowSum` takes whole rows of output
     /// pixels at once ([`Self::window_sum_wide`]): stride 1 along the
     /// width, channels that would fill at most a quarter of a register's
@@ -316,6 +320,11 @@ impl Lowerer<'_> {
             .get(&wv)
             .ok_or_else(|| err("depthwise weights that are not constant"))?;
         let c = geo.c;
+        let image = self.home_of(x)?;
+        let land = self.landing_of(image.dtype)?;
+        let Place::Mem(am) = land.place else {
+            return Ok(false);
+        };
         // Tiles `tw` wide: whole pixels, so the repeated weights line up.
         let tw = (WIDE_COLS / c * c).min(geo.ow * c);
         let key = PackKey::Tiled {
@@ -335,11 +344,6 @@ impl Lowerer<'_> {
                 self.pool.packed.insert(key, t.clone());
                 t
             }
-        };
-        let image = self.home_of(x)?;
-        let land = self.landing_of(image.dtype)?;
-        let Place::Mem(am) = land.place else {
-            return Ok(false);
         };
         let to = Loc {
             place: Place::Mem(out_home.mem),
@@ -366,21 +370,7 @@ impl Lowerer<'_> {
                         for p in 0..geo.kk {
                             let t = self.wide_tile(geo, &image, p, (r, c0), (h, w), land, am)?;
                             let row = self.staged_row(wv, &weights, p, 0, w)?;
-                            let mut steps = vec![Step {
-                                ew: Ew::Mul,
-                                other: Some(row),
-                                swapped: false,
-                                third: None,
-                            }];
-                            if let Some(a) = acc.take() {
-                                steps.push(Step {
-                                    ew: Ew::Add,
-                                    other: Some(a),
-                                    swapped: false,
-                                    third: None,
-                                });
-                            }
-                            acc = Some(ops::chain(&mut self.e, Val::Mem(t), &steps).map_err(err)?);
+                            acc = Some(self.multiply_add(t, row, acc.take())?);
                         }
                         let acc = acc.ok_or_else(|| err("an empty window"))?;
                         let Place::Mem(sm) = staged.place else {
