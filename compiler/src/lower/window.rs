@@ -111,12 +111,18 @@ impl Lowerer<'_> {
                     .map_err(err)?,
             );
         }
-        for v in &loaded {
+        self.all_ready(&loaded)?;
+        Ok(buf)
+    }
+
+    /// Waits for the transfers that brought `loaded` on chip.
+    fn all_ready(&mut self, loaded: &[Val]) -> Result<(), LowerError> {
+        for v in loaded {
             if let Val::Mem(t) = v {
                 self.e.ready(t).map_err(err)?;
             }
         }
-        Ok(buf)
+        Ok(())
     }
 
     /// A `rows` x `cols` block of `value` at home, in `dt` (cached).
@@ -481,11 +487,7 @@ impl Lowerer<'_> {
                 );
             }
         }
-        for v in &loaded {
-            if let Val::Mem(t) = v {
-                self.e.ready(t).map_err(err)?;
-            }
-        }
+        self.all_ready(&loaded)?;
         Ok(buf)
     }
 }

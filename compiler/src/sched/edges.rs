@@ -182,6 +182,22 @@ struct Accesses {
     page_bits: Vec<u32>,
 }
 
+/// Memory `mem`'s records, an index in its own page size made on first use.
+fn records_of<'a>(
+    mems: &'a mut HashMap<usize, MemRecords>,
+    page_bits: &[u32],
+    mem: usize,
+) -> &'a mut MemRecords {
+    mems.entry(mem).or_insert_with(|| {
+        MemRecords::new(
+            page_bits
+                .get(mem)
+                .copied()
+                .unwrap_or(super::records::PAGE_BITS),
+        )
+    })
+}
+
 impl Accesses {
     /// What instruction `b` must follow by the places it reads and writes,
     /// into `need`.
@@ -257,14 +273,7 @@ impl Accesses {
                         .push((to, WHOLE));
                 }
                 Place::Mem { mem, span } => {
-                    let recs = mems.entry(mem).or_insert_with(|| {
-                        MemRecords::new(
-                            page_bits
-                                .get(mem)
-                                .copied()
-                                .unwrap_or(super::records::PAGE_BITS),
-                        )
-                    });
+                    let recs = records_of(mems, page_bits, mem);
                     let mut found = false;
                     recs.for_each_overlapping(span, |rec| {
                         rec.readers.push((to, span));
@@ -293,14 +302,7 @@ impl Accesses {
                     );
                 }
                 Place::Mem { mem, span } => {
-                    let recs = mems.entry(mem).or_insert_with(|| {
-                        MemRecords::new(
-                            page_bits
-                                .get(mem)
-                                .copied()
-                                .unwrap_or(super::records::PAGE_BITS),
-                        )
-                    });
+                    let recs = records_of(mems, page_bits, mem);
                     recs.retire_within(span);
                     // A record with many readers this write overlaps only in
                     // part: this write now stands for its readers (it follows
