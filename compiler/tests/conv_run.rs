@@ -387,3 +387,48 @@ fn depthwise_convolutions_take_whole_rows_of_pixels() {
         }
     }
 }
+
+/// The windows' padding comes from a block of the fill value brought on
+/// chip once per region, not from home for every run of windows outside
+/// the image: on vliw-systolic a padded convolution makes as many
+/// transfers from home as the same convolution with the image already
+/// padded, give or take the block's (every run from home is an HBM
+/// latency and a semaphore; a 64→64 3×3 at 56×56 made 272 of them).
+#[test]
+fn padding_comes_from_chip_not_home() {
+    let ints = AttributeProto::ints;
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let from_home = |g: &compiler::ir::Graph| {
+        let c = compiler::lower::compile(t, m, g).expect("compiles");
+        c.insts
+            .iter()
+            .filter(|i| m.instructions[i.inst.index()].name.starts_with("dma_ld"))
+            .count()
+    };
+    for (c, hw, k) in [(64, 12, 3), (32, 10, 5)] {
+        let weights = || {
+            vec![
+                ramp("w", &[c, c, k, k], -0.5, 1.0 / (c * k * k) as f32),
+                ramp("b", &[c], 0.1, 0.05),
+            ]
+        };
+        let p = k / 2;
+        let padded = build(
+            vec![conv(vec![ints("pads", &[p, p, p, p])], true)],
+            &[1, c, hw, hw],
+            weights(),
+        );
+        check(&padded, "padded");
+        let unpadded = build(
+            vec![conv(vec![], true)],
+            &[1, c, hw + 2 * p, hw + 2 * p],
+            weights(),
+        );
+        let (a, b) = (from_home(&padded), from_home(&unpadded));
+        assert!(
+            a <= b + 2,
+            "{c} channels, {k}x{k}: {a} transfers from home padded, {b} unpadded"
+        );
+    }
+}

@@ -171,7 +171,7 @@ impl Lowerer<'_> {
     ) -> Result<bool, LowerError> {
         let g = self.g;
         // The epilogue's constant rows are staged anew for this region.
-        self.cache.staged_rows.clear();
+        self.cache.new_region();
         let (a, b) = (root.inputs[0], root.inputs[1]);
         // Windows read in place come only through the contraction's operands.
         if self.layout.windows.contains_key(&a) || self.layout.windows.contains_key(&b) {
@@ -487,7 +487,7 @@ impl Lowerer<'_> {
         k_value: ValueId,
     ) -> Result<(), LowerError> {
         let g = self.g;
-        self.cache.staged_rows.clear();
+        self.cache.new_region();
         let a = root.inputs[0];
         let sa = g.ty(a).shape.clone();
         let sk = g.ty(k_value).shape.clone();

@@ -487,7 +487,7 @@ impl Lowerer<'_> {
                 }
             }
             if let Some(&(mem, until)) = kept.get(&v) {
-                let home = self.kept_home(v, mem, until, rows, cols);
+                let home = self.kept_home(v, mem, until, rows, cols, narrow.get(&v).copied());
                 self.layout.homes.insert(v, home);
                 continue;
             }
@@ -511,10 +511,18 @@ impl Lowerer<'_> {
     /// until node `until`: a buffer shared across regions, in the type its
     /// products read, dense where transfers land in it or products read it
     /// transposed.
-    fn kept_home(&mut self, v: ValueId, mem: MemId, until: usize, rows: i64, cols: i64) -> Home {
+    fn kept_home(
+        &mut self,
+        v: ValueId,
+        mem: MemId,
+        until: usize,
+        rows: i64,
+        cols: i64,
+        window_image: Option<DType>,
+    ) -> Home {
         let g = self.g;
-        let dtype = self
-            .product_operand_dtype(v, mem)
+        let dtype = window_image
+            .or_else(|| self.product_operand_dtype(v, mem))
             .unwrap_or(self.layout.act);
         // A join (a KV cache with its new row) kept in dense rows
         // where transfers take them: the parts from home land in

@@ -527,6 +527,7 @@ impl<'a> Lowerer<'a> {
                 kept_a: None,
                 kept_b: HashMap::new(),
                 staged_rows: HashMap::new(),
+                fills: HashMap::new(),
             },
             lowering_node: 0,
             opts,

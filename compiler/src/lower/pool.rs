@@ -184,6 +184,8 @@ impl Lowerer<'_> {
         self.pool.data.truncate(a.data);
         self.pool.packed = a.packed;
         self.pool.packed_panels = a.packed_panels;
+        // Blocks staged on chip by the code undone.
+        self.cache.fills.clear();
     }
 
     /// A constant expanded to the shape of `out`, packed at home in the activation type.

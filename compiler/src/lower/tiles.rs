@@ -26,6 +26,18 @@ pub(super) struct TileCache {
     /// Constant rows broadcast down the tiles of the current region, staged
     /// on chip once for all its tiles.
     pub(super) staged_rows: HashMap<(ValueId, i64), MemTile>,
+    /// Blocks of a convolution's fill value (its padding) brought on chip
+    /// once for the current region, where windows land
+    /// ([`Lowerer::windows_of`]), by the fill's bits, shape and place.
+    pub(super) fills: HashMap<(u64, i64, i64, Loc), MemTile>,
+}
+
+impl TileCache {
+    /// Forgets what was staged on chip for the region before.
+    pub(super) fn new_region(&mut self) {
+        self.staged_rows.clear();
+        self.fills.clear();
+    }
 }
 
 /// Instructions of slack around each buffer's lifetime when buffers are
@@ -218,7 +230,7 @@ impl Lowerer<'_> {
         let (rows, cols) = (out_home.rows, out_home.cols);
         self.cache.kept_a = None;
         self.cache.kept_b.clear();
-        self.cache.staged_rows.clear();
+        self.cache.new_region();
         // Tile sizes: the contraction's, or a budget of the smallest on-chip memory.
         let (th, tw) = match &mm {
             Some(p) => (p.tm, p.tn),

@@ -82,7 +82,7 @@ impl Lowerer<'_> {
                 let from = match first {
                     Some(f) => self.rows_tile(&src, f, geo.sw, from_col, len, cols),
                     None => self
-                        .fill_block(fill, geo.ow, c, src.dtype)
+                        .fill_on_chip(fill, geo.ow, c, src.dtype, at)?
                         .view(0, from_col, len, cols),
                 };
                 let into = buf.view(r - r0, to_col, len, cols);
@@ -123,6 +123,41 @@ impl Lowerer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A `rows` x `cols` block of `value` for windows landing at `at`: on
+    /// chip, there, brought once per region (a copy within the memory
+    /// instead of a transfer from home, and its wait, for every run of
+    /// windows outside the image); else the block at home, in `dt`.
+    fn fill_on_chip(
+        &mut self,
+        value: f64,
+        rows: i64,
+        cols: i64,
+        dt: DType,
+        at: Loc,
+    ) -> Result<MemTile, LowerError> {
+        let home = self.fill_block(value, rows, cols, dt);
+        if at.place == Place::Mem(self.home_mem())
+            || self.info.path(&[home.loc()], at).is_none()
+            || self.info.round_trip(at).is_none()
+        {
+            return Ok(home);
+        }
+        let key = (value.to_bits(), rows, cols, at);
+        if let Some(t) = self.cache.fills.get(&key) {
+            return Ok(t.clone());
+        }
+        let Val::Mem(t) = self
+            .e
+            .to_loc(Val::Mem(home), at, None, Pad::Dense)
+            .map_err(err)?
+        else {
+            return Err(err("a block of the fill value staged outside memory"));
+        };
+        self.e.ready(&t).map_err(err)?;
+        self.cache.fills.insert(key, t.clone());
+        Ok(t)
     }
 
     /// A `rows` x `cols` block of `value` at home, in `dt` (cached).
@@ -212,7 +247,7 @@ impl Lowerer<'_> {
             let attempt = self.attempt();
             let bufs = self.e.bufs.len();
             let (th, tw) = (most.min(rows).max(1), cols.min(512));
-            self.cache.staged_rows.clear();
+            self.cache.new_region();
             let done = (|| {
                 for r in (0..rows).step_by(th as usize) {
                     let h = th.min(rows - r);
@@ -366,7 +401,7 @@ impl Lowerer<'_> {
             let attempt = self.attempt();
             let bufs = self.e.bufs.len();
             let th = most.min(rows).max(1);
-            self.cache.staged_rows.clear();
+            self.cache.new_region();
             let done = (|| {
                 for r in (0..rows).step_by(th as usize) {
                     let h = th.min(rows - r);
@@ -444,7 +479,7 @@ impl Lowerer<'_> {
         // Output pixel `j` reads input column `j + off`: those inside are `jlo..jhi`.
         let off = dx * geo.dw - geo.pl;
         let (jlo, jhi) = (j0.max(-off), (j0 + wp).min(geo.w - off));
-        let zeros = self.fill_block(0.0, 1, w, image.dtype);
+        let zeros = self.fill_on_chip(0.0, 1, w, image.dtype, land)?;
         let mut loaded = Vec::new();
         for i in 0..h {
             let (img, oi) = ((r + i) / geo.oh, (r + i) % geo.oh);

@@ -406,7 +406,7 @@ impl Lowerer<'_> {
         let g = self.g;
         self.cache.kept_a = None;
         self.cache.kept_b.clear();
-        self.cache.staged_rows.clear();
+        self.cache.new_region();
         let (rows, cols) = (out_home.rows, out_home.cols);
         let skip = self.skip_of(grp.seed).filter(|s| s.file == file);
         let reg = Loc {
