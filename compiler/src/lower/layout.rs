@@ -539,7 +539,11 @@ impl Lowerer<'_> {
                 .iter()
                 .enumerate()
                 .all(|(k, n)| !n.inputs.contains(&v) || self.layout.b_transposes.contains(&k));
+        // An image whose windows products read as rows of its channels
+        // (aligned, see `window_images`): dense, so that a run of pixels
+        // is one block and moves in whole registers.
         let pad = if read_transposed
+            || window_image.is_some()
             || (joined
                 && self.opts.dense_joins
                 && (cols as u64 * dtype.bytes()).is_multiple_of(self.info.home_align))

@@ -86,11 +86,14 @@ impl Lowerer<'_> {
                         .view(0, from_col, len, cols),
                 };
                 let into = buf.view(r - r0, to_col, len, cols);
-                loaded.push(
-                    self.e
-                        .to_loc(Val::Mem(from), at, Some(&into), Pad::Dense)
-                        .map_err(err)?,
-                );
+                let widest = self.register_row(from.loc(), at);
+                for (from, into) in wider_rows(from, into, widest) {
+                    loaded.push(
+                        self.e
+                            .to_loc(Val::Mem(from), at, Some(&into), Pad::Dense)
+                            .map_err(err)?,
+                    );
+                }
                 r = e;
             }
         }
@@ -113,6 +116,25 @@ impl Lowerer<'_> {
         }
         self.all_ready(&loaded)?;
         Ok(buf)
+    }
+
+    /// The elements of a register's row where copies from `from` to `to`
+    /// pass through registers (the first on the way), else 0.
+    fn register_row(&self, from: Loc, to: Loc) -> i64 {
+        let path = if from == to {
+            self.info.round_trip(to)
+        } else {
+            self.info.path(&[from], to)
+        };
+        path.and_then(|(_, chain)| {
+            chain
+                .iter()
+                .find_map(|&ci| match self.info.copies[ci].to.place {
+                    Place::Reg(f) => Some(self.e.granule(f).1),
+                    Place::Mem(_) => None,
+                })
+        })
+        .unwrap_or(0)
     }
 
     /// Waits for the transfers that brought `loaded` on chip.
@@ -525,6 +547,33 @@ impl Lowerer<'_> {
         self.all_ready(&loaded)?;
         Ok(buf)
     }
+}
+
+/// A copy from `from` to `into` (tiles of one shape) as copies of rows
+/// up to `widest` elements (a register's row on the way): where both are contiguous (each row's end is
+/// the next one's start: a run of pixels' channels, dense on both sides)
+/// `q` rows at a time as one, the rows left over as they are; else as is.
+/// A register holds whole rows of `widest`, so `C = 64` channels filled
+/// half of vliw-systolic's 128 lanes per load and store.
+fn wider_rows(from: MemTile, into: MemTile, widest: i64) -> Vec<(MemTile, MemTile)> {
+    let (rows, cols) = (from.rows, from.cols);
+    let q = widest / cols.max(1);
+    if q < 2 || rows < q || from.pitch != cols || into.pitch != cols {
+        return vec![(from, into)];
+    }
+    let whole = rows / q * q;
+    let wide = |t: &MemTile| MemTile {
+        rows: whole / q,
+        cols: cols * q,
+        pitch: cols * q,
+        ..t.clone()
+    };
+    let mut out = vec![(wide(&from), wide(&into))];
+    if whole < rows {
+        let rest = |t: &MemTile| t.view(whole, 0, rows - whole, cols);
+        out.push((rest(&from), rest(&into)));
+    }
+    out
 }
 
 /// The widest row of pixels' channels [`Lowerer::window_sum_wide`] takes

@@ -103,6 +103,12 @@ pub(super) struct Sources<'w> {
     out_kept: bool,
     /// The share of the work a mask leaves, if it makes any dead.
     work: Option<&'w Work>,
+    /// A reduction step this many wide is tried whatever the column
+    /// granule: the channels of one window position, where an operand is
+    /// convolution windows brought together on chip (a tile of them is
+    /// then one run of pixels' channels per row block, moved in whole
+    /// registers; wider steps put two positions side by side in each row).
+    k_run: Option<i64>,
 }
 
 /// Tile sizes a contraction accepts, with the estimated cycles of the whole
@@ -267,6 +273,11 @@ impl Lowerer<'_> {
                 b_kept: kept(b_data),
                 out_kept: kept(stored),
                 work: work.as_ref(),
+                k_run: [a, b_data]
+                    .iter()
+                    .filter_map(|v| self.layout.windows.get(v))
+                    .map(|&wi| *g.ty(g.nodes[wi].inputs[0]).shape.last().unwrap_or(&1) as i64)
+                    .next(),
             };
             let mut found = self.tile_search(c, (m, nn, k), aligned, &src);
             if set.is_some() && acc.is_none() {
@@ -526,6 +537,7 @@ impl Lowerer<'_> {
             v.push(dim);
             v.push(top);
             v.retain(|x| (*x >= dim && !aligned) || x % gran == 0);
+            v.extend(src.k_run.filter(|&r| r < dim && dim == k));
             v.sort_unstable();
             v.dedup();
             v
