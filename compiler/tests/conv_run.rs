@@ -432,3 +432,29 @@ fn padding_comes_from_chip_not_home() {
         );
     }
 }
+
+/// The block of the fill value brought on chip for the padding is no
+/// taller than the tile of windows it serves: a whole output row of it
+/// (here 1,200 pixels × 16 channels, 77 KB) overflowed systolic-os's
+/// 64 KiB `ofmap` where the window sum's tiles fit, and PP-OCR's
+/// direction classifier was refused there.
+#[test]
+fn the_fill_block_on_chip_fits_beside_small_tiles() {
+    let ints = AttributeProto::ints;
+    let (c, w) = (16, 1200);
+    let g = build(
+        vec![conv(
+            vec![AttributeProto::int("group", c), ints("pads", &[1, 1, 1, 1])],
+            true,
+        )],
+        &[1, c, 3, w],
+        vec![
+            ramp("w", &[c, 1, 3, 3], -0.5, 1.0 / (c * 9) as f32),
+            ramp("b", &[c], -0.25, 0.03),
+        ],
+    );
+    let t = targets::by_name("systolic-os").expect("target");
+    let inputs = compiler::run::random_inputs(&g, 3);
+    let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
+    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+}

@@ -82,7 +82,7 @@ impl Lowerer<'_> {
                 let from = match first {
                     Some(f) => self.rows_tile(&src, f, geo.sw, from_col, len, cols),
                     None => self
-                        .fill_on_chip(fill, geo.ow, c, src.dtype, at)?
+                        .fill_on_chip(fill, geo.ow.min(h), c, src.dtype, at)?
                         .view(0, from_col, len, cols),
                 };
                 let into = buf.view(r - r0, to_col, len, cols);
