@@ -509,8 +509,9 @@ impl Lowerer<'_> {
 
     /// The home of value `v` (`rows` x `cols`) kept on chip in memory `mem`
     /// until node `until`: a buffer shared across regions, in the type its
-    /// products read, dense where transfers land in it or products read it
-    /// transposed.
+    /// products read (`window_image`: the type products read its windows
+    /// in, see `window_images`), dense where transfers land in it, products
+    /// read it transposed or read its windows.
     fn kept_home(
         &mut self,
         v: ValueId,
