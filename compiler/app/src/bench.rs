@@ -106,10 +106,10 @@ pub enum Source {
     /// A real exported model (`scripts/real_models.py`): a folder with
     /// `model.onnx` and `test_data_set_0/` holding its inputs and
     /// onnxruntime's outputs. The inputs' shapes come from the data; an
-    /// input the compiler needs when compiling (a sample rate an `If`
-    /// tests; an integer scalar input a compile-time op reads through other
-    /// ops) is bound to its test value, as a deployment fixes it; the
-    /// outputs are checked against onnxruntime's as well as the interpreter's.
+    /// integer scalar input (a sample rate an `If` tests, a flag), and any
+    /// other input the compiler needs when compiling, is bound to its test
+    /// value, as a deployment fixes it; the outputs are checked against
+    /// onnxruntime's as well as the interpreter's.
     Real(PathBuf),
 }
 
@@ -325,7 +325,19 @@ fn load_real(dir: &Path) -> Result<Loaded, String> {
         ..Default::default()
     };
     let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // The integer scalars among the inputs (a sample rate, a flag) are
+    // what a deployment fixes: bound, an `If` on them is one branch.
+    // Left at run time, Silero VAD's `If` on its sample rate computed both
+    // branches (twice the cycles), or did not import where the other
+    // branch does not take this input's length.
     let mut bound = Vec::new();
+    for (n, t) in &given {
+        if t.ty.numel() == 1 && !t.ty.elem.is_float() {
+            options.shapes.remove(n);
+            options.constants.insert(n.clone(), t.clone());
+            bound.push(n.clone());
+        }
+    }
     let mut graph = loop {
         match compiler::onnx::import_with(&bytes, &options) {
             Ok(g) => break g,
@@ -338,23 +350,6 @@ fn load_real(dir: &Path) -> Result<Loaded, String> {
                 options.shapes.remove(&value);
                 options.constants.insert(value.clone(), t.clone());
                 bound.push(value);
-            }
-            // A value computed from inputs: the integer scalars among them
-            // (a sample rate, a flag) are what a deployment fixes.
-            Err(e @ compiler::onnx::ImportError::NotStatic { .. }) => {
-                let scalars: Vec<&(String, Tensor)> = (given.iter())
-                    .filter(|(n, t)| {
-                        !bound.contains(n) && t.ty.numel() == 1 && !t.ty.elem.is_float()
-                    })
-                    .collect();
-                if scalars.is_empty() {
-                    return Err(format!("import: {e}"));
-                }
-                for (n, t) in scalars {
-                    options.shapes.remove(n);
-                    options.constants.insert(n.clone(), t.clone());
-                    bound.push(n.clone());
-                }
             }
             Err(e) => return Err(format!("import: {e}")),
         }

@@ -182,3 +182,96 @@ fn a_gemm_past_the_budget_is_skipped() {
         "{r}"
     );
 }
+
+/// A real-model case whose inputs include an integer scalar (a sample
+/// rate) that an `If` tests: the suite binds it to its test value, as a
+/// deployment fixes it, so the program is the branch taken. Left at run
+/// time, Silero VAD computed both branches and a select (twice the
+/// cycles), and its `If` form did not import at all.
+#[test]
+fn the_real_suite_binds_an_integer_scalar_an_if_tests() {
+    use compiler::onnx::proto::attribute_proto::AttributeType;
+    use compiler::onnx::proto::tensor_proto::DataType;
+    use compiler::onnx::proto::{
+        AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto,
+    };
+    use prost::Message;
+    let out = |name: &str| ValueInfoProto {
+        name: name.to_owned(),
+        ..ValueInfoProto::default()
+    };
+    let branch = |name: &str, k: f32| GraphProto {
+        name: name.to_owned(),
+        node: vec![NodeProto::new(
+            "Mul",
+            name,
+            &["x", name],
+            &[&format!("{name}_y")],
+        )],
+        initializer: vec![TensorProto::from_f32(name, &[], &[k])],
+        output: vec![out(&format!("{name}_y"))],
+        ..GraphProto::default()
+    };
+    let graph_attr = |name: &str, g: GraphProto| AttributeProto {
+        name: name.to_owned(),
+        r#type: AttributeType::Graph as i32,
+        g: Some(g),
+        ..AttributeProto::default()
+    };
+    let g = GraphProto {
+        name: "vad".to_owned(),
+        node: vec![
+            NodeProto::new("Equal", "is16k", &["sr", "k16"], &["c"]),
+            NodeProto::new("If", "rate", &["c"], &["y"])
+                .with(graph_attr("then_branch", branch("twice", 2.0)))
+                .with(graph_attr("else_branch", branch("halved", 0.5))),
+        ],
+        initializer: vec![TensorProto::from_i64("k16", &[], &[16000])],
+        input: vec![
+            ValueInfoProto::tensor("x", DataType::Float, &[4, 64]),
+            ValueInfoProto::tensor("sr", DataType::Int64, &[]),
+        ],
+        output: vec![out("y")],
+        ..GraphProto::default()
+    };
+    let dir = scratch("bench-real-bind");
+    let case = dir.join("vad");
+    let data = case.join("test_data_set_0");
+    std::fs::create_dir_all(&data).expect("case folder");
+    let write = |p: PathBuf, b: Vec<u8>| std::fs::write(p, b).expect("written");
+    write(
+        case.join("model.onnx"),
+        ModelProto::with_graph(g, 17).encode_to_vec(),
+    );
+    let x: Vec<f32> = (0..256).map(|i| (i as f32 - 128.0) / 64.0).collect();
+    let y: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+    write(
+        data.join("input_0.pb"),
+        TensorProto::from_f32("x", &[4, 64], &x).encode_to_vec(),
+    );
+    write(
+        data.join("input_1.pb"),
+        TensorProto::from_i64("sr", &[], &[16000]).encode_to_vec(),
+    );
+    write(
+        data.join("output_0.pb"),
+        TensorProto::from_f32("y", &[4, 64], &y).encode_to_vec(),
+    );
+    let o = tessera(&[
+        "bench",
+        "--suite",
+        "real",
+        "--real-dir",
+        dir.to_str().expect("utf-8 path"),
+        "-t",
+        "vliw-systolic",
+    ]);
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}{}", text(&o.stderr));
+    assert!(stdout.contains("bound when compiling: sr"), "{stdout}");
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("vad "))
+        .unwrap_or_else(|| panic!("no row: {stdout}"));
+    assert!(row.contains(" ok "), "{row}");
+}
