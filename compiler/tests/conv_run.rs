@@ -458,3 +458,52 @@ fn the_fill_block_on_chip_fits_beside_small_tiles() {
     let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
     assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
 }
+
+/// On a machine with several copies of the matrix unit, one tile more
+/// than the copies starts before the oldest tile's result is read: on
+/// vliw-systolic (four MXUs) the fifth output tile's first pass issues
+/// before the first tile's result is popped. With one per extra copy it
+/// waited for that pop (the tile's operands pass through registers the
+/// oldest tile's epilogue used), and a 3×3 64→64 at 56×56 ran its chains
+/// four at a time, then none while the oldest drained.
+#[test]
+fn a_tile_per_matrix_unit_waits_for_its_epilogue() {
+    let ints = AttributeProto::ints;
+    let c = 64;
+    let g = build(
+        vec![conv(vec![ints("pads", &[1, 1, 1, 1])], true)],
+        &[1, c, 56, 56],
+        vec![
+            ramp("w", &[c, c, 3, 3], -0.5, 1.0 / (c * 9) as f32),
+            ramp("b", &[c], 0.1, 0.05),
+        ],
+    );
+    let t = targets::by_name("vliw-systolic").expect("target");
+    let m = t.machine();
+    let c = compiler::lower::compile(t, m, &g).expect("compiles");
+    let named = |b: &isa_specs::target::Bundle, name: &str| {
+        b.ops
+            .iter()
+            .any(|(_, i)| m.instructions[i.inst.index()].name == name)
+    };
+    let first_pop = c
+        .bundles
+        .iter()
+        .position(|b| named(b, "mpop"))
+        .expect("a pop");
+    let started = c.bundles[..first_pop]
+        .iter()
+        .filter(|b| named(b, "mmul_tz"))
+        .count();
+    let mxus = m
+        .units
+        .iter()
+        .find(|u| u.name == "mxu")
+        .expect("mxu")
+        .count
+        .value as usize;
+    assert!(
+        started > mxus,
+        "{started} output tiles started before the first pop, {mxus} MXUs"
+    );
+}
