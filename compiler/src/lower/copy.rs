@@ -195,6 +195,19 @@ impl Lowerer<'_> {
         if src.rows * c == 0 {
             return Ok(());
         }
+        // A column (one element per row, as a pooling leaves `[C, 1]`) into
+        // rows: each row of the result is a transpose of a run of the
+        // column, through the machine's transposing copy where it has one,
+        // instead of every element shifted alone (PP-LCNet's flatten of
+        // 1280 pooled channels took 389 k cycles on vliw-systolic).
+        if c == 1 && c2 > 1 && src.rows == dst.rows * c2 {
+            let attempt = self.attempt();
+            match self.transpose_tiles(n, &src, &dst, dst.rows, c2, 1) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(_) => self.undo(attempt),
+            }
+        }
         let run = super::machine::gcd(c, c2).max(1);
         let mut groups: std::collections::BTreeMap<(i64, i64), Vec<(i64, i64)>> =
             Default::default();

@@ -44,6 +44,25 @@ impl Lowerer<'_> {
         let shape = &g.ty(x).shape;
         let (r, c) = (shape[rank - 2] as i64, shape[rank - 1] as i64);
         let batches: i64 = shape[..rank - 2].iter().product::<usize>() as i64;
+        if !self.transpose_tiles(n, &xin, &yout, batches, r, c)? {
+            return self.transpose_by_elements(n, &xin, &yout, batches, r, c);
+        }
+        Ok(())
+    }
+
+    /// `batches` matrices `r` x `c` of `xin` (row `b·r + i`) transposed
+    /// into `yout` (row `b·c + j`), tile by tile through a transposing copy
+    /// instruction; `false` (nothing emitted) where the machine has none
+    /// the data can reach and come back from.
+    pub(super) fn transpose_tiles(
+        &mut self,
+        n: &crate::ir::Node,
+        xin: &super::Home,
+        yout: &super::Home,
+        batches: i64,
+        r: i64,
+        c: i64,
+    ) -> Result<bool, LowerError> {
         let home = Loc {
             place: Place::Mem(xin.mem),
             dtype: xin.dtype,
@@ -68,7 +87,7 @@ impl Lowerer<'_> {
             .or(cands.first())
             .cloned()
         else {
-            return self.transpose_by_elements(n, &xin, &yout, batches, r, c);
+            return Ok(false);
         };
         // The largest square tile the instruction takes whose source and
         // result each fit an eighth of their memory (tiles in flight
@@ -161,7 +180,7 @@ impl Lowerer<'_> {
                 i += h;
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// A transpose without a transposing copy: tiles land on chip and move
