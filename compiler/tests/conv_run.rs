@@ -5,7 +5,7 @@
 mod onnx_util;
 
 use compiler::onnx::proto::{AttributeProto, NodeProto, TensorProto};
-use onnx_util::{folded, ramp, run_everywhere};
+use onnx_util::{folded, ramp, run_checked, run_everywhere};
 
 fn build(nodes: Vec<NodeProto>, x: &[i64], inits: Vec<TensorProto>) -> compiler::ir::Graph {
     folded(nodes, x, &["y"], inits)
@@ -76,11 +76,8 @@ fn convolutions_with_padding_strides_dilations_and_groups() {
 /// The regions vliw-systolic compiles `g` into, its outputs checked
 /// against the interpreter.
 fn vliw_regions(g: &compiler::ir::Graph) -> Vec<String> {
-    let t = targets::by_name("vliw-systolic").expect("target");
-    let inputs = compiler::run::random_inputs(g, 3);
-    let r = compiler::run::run(t, t.machine(), g, &inputs, None).expect("runs");
-    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
-    r.compiled
+    run_checked("vliw-systolic", g)
+        .compiled
         .regions
         .into_iter()
         .map(|(name, _)| name)
@@ -453,10 +450,7 @@ fn the_fill_block_on_chip_fits_beside_small_tiles() {
             ramp("b", &[c], -0.25, 0.03),
         ],
     );
-    let t = targets::by_name("systolic-os").expect("target");
-    let inputs = compiler::run::random_inputs(&g, 3);
-    let r = compiler::run::run(t, t.machine(), &g, &inputs, None).expect("runs");
-    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    run_checked("systolic-os", &g);
 }
 
 /// On a machine with several copies of the matrix unit, one tile more

@@ -5,7 +5,7 @@
 mod onnx_util;
 
 use compiler::onnx::proto::{AttributeProto, NodeProto, TensorProto};
-use onnx_util::{folded, run_everywhere};
+use onnx_util::{folded, run_checked, run_everywhere};
 
 fn build(
     nodes: Vec<NodeProto>,
@@ -25,11 +25,7 @@ fn check(g: &compiler::ir::Graph, what: &str, may_refuse: &[&str]) -> Vec<&'stat
 /// and returns the regions and the instruction count of the first whose
 /// name starts with `prefix`.
 fn vliw_region(g: &compiler::ir::Graph, prefix: &str) -> (Vec<(String, usize)>, usize) {
-    let t = targets::by_name("vliw-systolic").expect("target");
-    let inputs = compiler::run::random_inputs(g, 3);
-    let r = compiler::run::run(t, t.machine(), g, &inputs, None).expect("runs");
-    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
-    let regions = r.compiled.regions;
+    let regions = run_checked("vliw-systolic", g).compiled.regions;
     let n = regions
         .iter()
         .find(|(name, _)| name.starts_with(prefix))
@@ -325,10 +321,7 @@ fn an_empty_slice_before_a_transpose_compiles_without_a_panic() {
         &["y"],
         vec![i("st", &[4]), i("en", &[4]), i("ax", &[2])],
     );
-    let tg = targets::by_name("vliw-systolic").expect("target");
-    let inputs = compiler::run::random_inputs(&g, 3);
-    let r = compiler::run::run(tg, tg.machine(), &g, &inputs, None).expect("runs");
-    assert!(r.checks.iter().all(|c| c.ok), "{:?}", r.checks);
+    run_checked("vliw-systolic", &g);
 }
 
 #[test]

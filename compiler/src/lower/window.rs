@@ -17,7 +17,8 @@ impl Lowerer<'_> {
     /// `pad` says): one transfer per run of a window position's pixels
     /// inside one output row (whole rows of the channels-last image, so
     /// however the window is shifted), and one per run outside from a
-    /// block of the fill value.
+    /// block of the fill value (on chip where it can be, see
+    /// [`Self::fill_on_chip`]).
     pub(super) fn window_tile(
         &mut self,
         wi: usize,

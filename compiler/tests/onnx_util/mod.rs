@@ -147,3 +147,14 @@ pub fn registers_of(
     }
     regs
 }
+
+/// Runs `g` on target `target` (default options, seeded random inputs),
+/// asserting that every output matches the interpreter's.
+pub fn run_checked(target: &str, g: &Graph) -> compiler::run::RunResult {
+    let t = targets::by_name(target).expect("target");
+    let inputs = compiler::run::random_inputs(g, 3);
+    let r = compiler::run::run(t, t.machine(), g, &inputs, None)
+        .unwrap_or_else(|e| panic!("{target}: {e}"));
+    assert!(r.checks.iter().all(|c| c.ok), "{target}: {:?}", r.checks);
+    r
+}
