@@ -501,3 +501,49 @@ fn a_tile_per_matrix_unit_waits_for_its_epilogue() {
         "{started} output tiles started before the first pop, {mxus} MXUs"
     );
 }
+
+/// On a machine whose transfers start at any element (systolic-os), a
+/// 3×3 convolution's products still read their windows in place from the
+/// channels-last image (no `Im2Col` written at home), and between two
+/// convolutions the result is not moved channels first and back again
+/// around the activation: the activation runs channels last, in the first
+/// product's epilogue. Outputs match on that machine and on every other.
+#[test]
+fn consecutive_convolutions_keep_their_windows_and_pixels_channels_last() {
+    let ints = AttributeProto::ints;
+    let c = 16;
+    let pads = || vec![ints("pads", &[1, 1, 1, 1])];
+    let conv_named = |name: &str, x: &str, w: &str, y: &str| {
+        pads()
+            .into_iter()
+            .fold(NodeProto::new("Conv", name, &[x, w], &[y]), NodeProto::with)
+    };
+    let g = build(
+        vec![
+            conv_named("conv1", "x", "w1", "c1"),
+            NodeProto::new("Relu", "relu1", &["c1"], &["r1"]),
+            conv_named("conv2", "r1", "w2", "y"),
+        ],
+        &[1, c, 20, 24],
+        vec![
+            ramp("w1", &[c, c, 3, 3], -0.5, 1.0 / (c * 9) as f32),
+            ramp("w2", &[c, c, 3, 3], 0.4, -0.9 / (c * 9) as f32),
+        ],
+    );
+    let regions: Vec<String> = run_checked("systolic-os", &g)
+        .compiled
+        .regions
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert!(!regions.iter().any(|r| r.contains("Im2Col")), "{regions:?}");
+    let between = |r: &&String| r.contains("conv1/channels_first") || r.contains("conv2/pixels");
+    assert!(!regions.iter().any(|r| between(&r)), "{regions:?}");
+    assert!(
+        regions
+            .iter()
+            .any(|r| r.contains("MatMul(conv1/product)") && r.contains("Relu")),
+        "{regions:?}"
+    );
+    check(&g, "two convolutions with an activation between");
+}

@@ -639,6 +639,7 @@ fn channels_last_convolutions_compute_the_direct_convolution() {
         mask_by_position: false,
         conv_rows: Some(2),
         b_as_rows: false,
+        windows_in_place: true,
         narrow_products: false,
     };
     let window = |k: usize, s: usize, pads: [usize; 4], d: usize| compiler::ir::Window {

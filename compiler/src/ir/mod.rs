@@ -423,6 +423,12 @@ pub struct Window {
 }
 
 impl Window {
+    /// A 1×1 window with stride 1 and no padding: every output pixel is
+    /// its input pixel.
+    pub fn is_pointwise(&self) -> bool {
+        self.kernel == [1, 1] && self.strides == [1, 1] && self.pads == [0; 4]
+    }
+
     /// The output size `[OH, OW]` over an input of `[H, W]`, if any (never
     /// for a zero kernel, stride or dilation).
     pub fn output(&self, hw: [usize; 2]) -> Option<[usize; 2]> {

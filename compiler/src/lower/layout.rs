@@ -916,8 +916,7 @@ impl Lowerer<'_> {
             .filter_map(|c| c.locs(&self.e))
             .flat_map(|l| [l[1], l[2]])
             .find(|a| {
-                a.place == land.place
-                    && a.dtype.is_float()
+                a.dtype.is_float()
                     && a.dtype.bytes() < act.bytes()
                     && self.info.path(&[home(a.dtype)], *a).is_some()
                     && self

@@ -329,12 +329,19 @@ fn canon_for(
                     && c.locs(&probe)
                         .is_some_and(|l| l[2].place != Place::Mem(info.home))
             }),
+        windows_in_place: opts.window_operands,
         narrow_products: !ops::contractions(&probe)
             .iter()
             .any(|c| c.locs(&probe).is_some_and(|l| l[1].dtype == DType::F32)),
     };
+    let relaid = |g: Graph| match opts.cancel_transposes {
+        true => crate::passes::layout::cancel_transposes(g),
+        false => g,
+    };
     if !opts.identities {
-        return canon::prepare(g, caps).map_err(LowerError::from);
+        return canon::prepare(g, caps)
+            .map(relaid)
+            .map_err(LowerError::from);
     }
     // Before the rewrites, so they see (and broadcast) the nodes selection
     // makes; and after, for the nodes they make (a negation).
@@ -342,7 +349,11 @@ fn canon_for(
     let compared = canon::widen_compared(g, caps).map_err(LowerError::from)?;
     let selected = select::select(&compared, &costs, opts.approximations);
     let prepared = canon::prepare(&selected, caps).map_err(LowerError::from)?;
-    Ok(select::select(&prepared, &costs, opts.approximations))
+    Ok(relaid(select::select(
+        &prepared,
+        &costs,
+        opts.approximations,
+    )))
 }
 
 /// What each operation of instruction selection's language costs on the

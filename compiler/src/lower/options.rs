@@ -307,6 +307,14 @@ declare_options! {
     /// the transfers cannot take (shifted element by element).
     conv_rows: ConvRows, "no-conv-rows",
         "Lay a convolution's windows out channel by channel (`Im2Col`, shifted element by element where a window's offset misses the transfer alignment), instead of as rows of the channels-last image moved in blocks.";
+    /// A chain of views (transposes, reshapes) that undoes the views
+    /// before the element-wise operations it reads is carried back
+    /// through them: the operations run in the reader's layout and both
+    /// chains go (`passes::layout`), e.g. a convolution's result moved
+    /// channels first and, after its activation, channels last again for
+    /// the next convolution.
+    cancel_transposes: CancelTransposes, "no-cancel-transposes",
+        "Keep transposes that undo each other across element-wise operations (a convolution's result moved channels first, then back channels last for the next one), instead of computing those operations in the later layout and dropping both.";
     /// A product reading a convolution's windows (`Im2Row`) brings each
     /// of its tiles together from the rows of the image, instead of the
     /// windows being written out at home (`KH·KW` times the image) and

@@ -73,6 +73,9 @@ pub struct Caps {
     /// transpose) as it lies: a convolution's product then reads its
     /// windows so and writes its result channels first.
     pub b_as_rows: bool,
+    /// Products read a convolution's windows (`Im2Row`) in place, from
+    /// the rows of the image (`lower`'s window operands).
+    pub windows_in_place: bool,
     /// Every product of this machine reads its operands in a type narrower
     /// than f32 (bf16): a row result a comparison broadcasts, widened by a
     /// product with ones, is first split into parts that type holds
@@ -490,10 +493,16 @@ fn rewrite(g: &Graph, out: &mut Graph, n: &Node, caps: Caps) -> Result<(), Strin
             let m = g.ty(n.inputs[1]).shape[0];
             let depthwise = *groups == c && m == c && g.constants.contains_key(&n.inputs[1]);
             match caps.conv_rows {
-                // Only where a transfer cannot start at any element:
-                // elsewhere `Im2Col`'s rows move as they are, and the
-                // products read them untransposed.
-                Some(per) if *groups <= 1 && per > 1 && c.is_multiple_of(per) => {
+                // Where a transfer cannot start at any element, or where
+                // the products read the windows in place (not written at
+                // home `KH·KW` times over, as `Im2Col`'s are); a pointwise
+                // window elsewhere is the image itself either way, and
+                // `Im2Col`'s needs no transposes.
+                Some(per)
+                    if *groups <= 1
+                        && (per > 1 || (caps.windows_in_place && !window.is_pointwise()))
+                        && c.is_multiple_of(per) =>
+                {
                     conv_rows(g, out, n, window, (per, caps.b_as_rows))?;
                 }
                 Some(per) if depthwise && c.is_multiple_of(per.max(1)) => {
@@ -931,7 +940,7 @@ fn conv_rows(
     let dense = |cols: usize| cols.is_multiple_of(per.max(1));
     let last = channels_last(out, &n.name, x, &xs, per)?;
     // A pointwise window (1×1, stride 1, no padding) is the image itself.
-    let pointwise = window.kernel == [1, 1] && window.strides == [1, 1] && window.pads == [0; 4];
+    let pointwise = window.is_pointwise();
     let rows = if pointwise {
         let op = Op::Reshape {
             shape: vec![nb, h * wd, c],
@@ -1417,6 +1426,7 @@ mod tests {
             mask_by_position: false,
             conv_rows: None,
             b_as_rows: false,
+            windows_in_place: false,
             narrow_products: false,
         };
         let build = |c: f64, twice: bool| {
@@ -1457,6 +1467,7 @@ mod tests {
                 mask_by_position: false,
                 conv_rows: None,
                 b_as_rows: false,
+                windows_in_place: false,
                 narrow_products: false,
             };
             let mut g = Graph::default();
@@ -1556,6 +1567,7 @@ mod tests {
             mask_by_position: false,
             conv_rows: None,
             b_as_rows: false,
+            windows_in_place: false,
             narrow_products: false,
         };
         let out = prepare(&g, caps).expect("prepares");

@@ -3,11 +3,13 @@
 //! lowering handles (`canon`), instruction selection by algebraic
 //! identities for operations a machine lacks (`select`, told the machine's
 //! costs), and the fusion decisions made on the graph —
-//! attention as one region (`fuse`) and row groups (`rowgroups`: layer
+//! attention as one region (`fuse`), layout changes that undo each other
+//! across element-wise operations (`layout`) and row groups (`rowgroups`: layer
 //! normalisations, softmaxes, GELUs).
 
 pub mod canon;
 pub mod fuse;
+pub mod layout;
 pub mod rowgroups;
 pub mod select;
 

@@ -536,6 +536,11 @@ impl Lowerer<'_> {
             v.extend(fixed.iter().copied().filter(|x| *x <= top));
             v.push(dim);
             v.push(top);
+            // Even splits: a dimension in two to eight steps of nearly one
+            // size (576 as 3 × 192, not 2 × 256 + 64): the steps a power
+            // of two leaves short at the edge cost a fold's fill and
+            // drain all the same.
+            v.extend((2..=8).map(|j| machine::rup(machine::cdiv(dim, j), gran)));
             v.retain(|x| (*x >= dim && !aligned) || x % gran == 0);
             v.extend(src.k_run.filter(|&r| r < dim && dim == k));
             v.sort_unstable();

@@ -560,8 +560,19 @@ impl Lowerer<'_> {
             let pad = if strided { Pad::Aligned } else { Pad::Dense };
             let image = self.home_of(self.g.nodes[wi].inputs[0])?;
             let land = self.landing_of(image.dtype)?;
-            // Straight into the operand's place where the types agree.
-            let here = if matches!(loc.place, Place::Mem(_)) && loc.dtype == image.dtype {
+            // Straight into the operand's place where the types agree, or
+            // where the image is on chip in a memory the machine cannot
+            // copy within (so the runs cannot be brought together where
+            // it lies) but can convert from into the operand's place.
+            let lies = Loc {
+                place: Place::Mem(image.mem),
+                dtype: image.dtype,
+            };
+            let stuck = image.mem != self.info.home
+                && self.info.round_trip(land).is_none()
+                && self.info.path(&[lies], loc).is_some();
+            let here = if matches!(loc.place, Place::Mem(_)) && (loc.dtype == image.dtype || stuck)
+            {
                 loc
             } else {
                 land
