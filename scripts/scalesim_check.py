@@ -100,7 +100,13 @@ def scalesim_cycles(py, tmp, m, k, n, rows, cols, df):
     (d / "topo.csv").write_text(f"Layer, M, N, K,\ng0, {m}, {n}, {k},\n")
     # SCALE-Sim reads a layout file even when no custom layout is asked for.
     (d / "layout.csv").write_text("Layer, a, b, c, d, e, f, g,\ng0, 1, 1, 1, 1, 1, 1, 1,\n")
-    subprocess.run([py, "-c", RUN_SCALESIM, str(d)], check=True, capture_output=True)
+    return run_scalesim(py, RUN_SCALESIM, d)
+
+
+def run_scalesim(py, script, d):
+    """Runs SCALE-Sim's `script` on folder `d` (cfg.cfg, topo.csv, layout.csv)
+    and returns its compute cycles and its cycles including prefetch."""
+    subprocess.run([py, "-c", script, str(d)], check=True, capture_output=True)
     report = next((d / "out").rglob("COMPUTE_REPORT.csv"))
     row = report.read_text().splitlines()[1].split(",")
     return int(row[2]), int(row[1])  # compute, incl. prefetch

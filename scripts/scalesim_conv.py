@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from scalesim_check import CFG, finish
+from scalesim_check import CFG, finish, run_scalesim
 
 # (name, H = W, channels in, channels out, kernel, stride)
 LAYERS = [
@@ -62,10 +62,7 @@ def scalesim_cycles(py, tmp, h, c, m, k, s):
         "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
         f"c0, {h + 2 * p}, {h + 2 * p}, {k}, {k}, {c}, {m}, {s},\n")
     (d / "layout.csv").write_text("Layer, a, b, c, d, e, f, g,\nc0, 1, 1, 1, 1, 1, 1, 1,\n")
-    subprocess.run([py, "-c", RUN_SCALESIM, str(d)], check=True, capture_output=True)
-    report = next((d / "out").rglob("COMPUTE_REPORT.csv"))
-    row = report.read_text().splitlines()[1].split(",")
-    return int(row[2]), int(row[1])  # compute, incl. prefetch
+    return run_scalesim(py, RUN_SCALESIM, d)
 
 
 def block_model(path, h, c, m, k, s):

@@ -74,29 +74,16 @@ fn moves_nothing(g: &Graph, views: &[usize], from: &[usize], to: &[usize]) -> bo
 
 /// `data` of `shape` with its dimensions permuted by `perm`.
 fn transposed(data: &[u32], shape: &[usize], perm: &[usize]) -> Vec<u32> {
-    let r = shape.len();
-    let mut strides = vec![1usize; r];
-    for d in (0..r.saturating_sub(1)).rev() {
+    let mut strides = vec![1usize; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
         strides[d] = strides[d + 1] * shape[d + 1];
     }
     let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
     let out_strides: Vec<usize> = perm.iter().map(|&p| strides[p]).collect();
-    let mut out = Vec::with_capacity(data.len());
-    let mut idx = vec![0usize; r];
-    let mut src = 0usize;
-    for _ in 0..data.len() {
-        out.push(data[src]);
-        for d in (0..r).rev() {
-            idx[d] += 1;
-            src += out_strides[d];
-            if idx[d] < out_shape[d] {
-                break;
-            }
-            src -= out_strides[d] * out_shape[d];
-            idx[d] = 0;
-        }
-    }
-    out
+    crate::interp::offsets(&out_shape, &out_strides)
+        .into_iter()
+        .map(|i| data[i])
+        .collect()
 }
 
 /// What the reader's views carried back to value `v` meet.
@@ -243,15 +230,22 @@ fn cancel_one(g: &mut Graph) -> bool {
             if !private {
                 continue;
             }
-            rebuild(g, ri, slot, v, &met, &to);
-            return true;
+            // A node the new layout's types refuse leaves the graph as it was.
+            let (nodes, values) = (g.nodes.len(), g.values.len());
+            if rebuild(g, ri, slot, v, &met, &to).is_ok() {
+                drop_unread(g);
+                return true;
+            }
+            g.nodes.truncate(nodes);
+            g.values.truncate(values);
         }
     }
     false
 }
 
 /// Computes `v` in the reader's layout before node `ri` and makes input
-/// `slot` of it read that; then drops what nothing reads any more.
+/// `slot` of it read that. On an error only nodes and values past the
+/// graph's ends have been added.
 fn rebuild(
     g: &mut Graph,
     ri: usize,
@@ -259,7 +253,7 @@ fn rebuild(
     v: ValueId,
     met: &HashMap<ValueId, Meets>,
     to: &[usize],
-) {
+) -> Result<(), String> {
     let end = g.nodes.len();
     let mut made: HashMap<ValueId, ValueId> = HashMap::new();
     let mut order: Vec<usize> = met
@@ -285,37 +279,38 @@ fn rebuild(
     };
     let reshaped = |g: &mut Graph, u: ValueId, shape: &[usize]| {
         if g.ty(u).shape == shape {
-            return u;
+            return Ok(u);
         }
         let name = format!("{}/relaid", g.values[u.index()].name);
         let op = Op::Reshape {
             shape: shape.to_vec(),
         };
-        g.add_node(name, op, vec![u])
-            .expect("a reshape of as many elements")[0]
+        g.add_node(name, op, vec![u]).map(|v| v[0])
     };
     let value_of = |g: &mut Graph, made: &HashMap<ValueId, ValueId>, x: ValueId| match met.get(&x) {
         Some(Meets::Source(u)) => reshaped(g, *u, &within),
-        Some(Meets::Node(_)) => made[&x],
-        Some(Meets::Scalar) | None => x,
+        Some(Meets::Node(_)) => Ok(made[&x]),
+        Some(Meets::Scalar) | None => Ok(x),
     };
     for p in order {
         let n = g.nodes[p].clone();
-        let inputs: Vec<ValueId> = n.inputs.iter().map(|&i| value_of(g, &made, i)).collect();
-        let y = g
-            .add_node(format!("{}/relaid", n.name), n.op.clone(), inputs)
-            .expect("an element-wise node of the same operands' layout")[0];
+        let inputs = n
+            .inputs
+            .iter()
+            .map(|&i| value_of(g, &made, i))
+            .collect::<Result<Vec<_>, _>>()?;
+        let y = g.add_node(format!("{}/relaid", n.name), n.op.clone(), inputs)?[0];
         made.insert(n.outputs[0], y);
     }
-    let y = value_of(g, &made, v);
-    let y = reshaped(g, y, to);
+    let y = value_of(g, &made, v)?;
+    let y = reshaped(g, y, to)?;
     // The new nodes go just before the reader.
     let new: Vec<Node> = g.nodes.drain(end..).collect();
     g.nodes[ri].inputs[slot] = y;
     let tail: Vec<Node> = g.nodes.drain(ri..).collect();
     g.nodes.extend(new);
     g.nodes.extend(tail);
-    drop_unread(g);
+    Ok(())
 }
 
 /// Removes the nodes whose results nothing reads and that are no outputs.
