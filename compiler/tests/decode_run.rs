@@ -56,3 +56,99 @@ fn pim_dram_takes_dot_products_not_an_element_transpose() {
     // One per score; the element transpose stored every element of `k`.
     assert!(stores <= heads * keys, "{stores} scalar stores");
 }
+
+/// The decode form exporters write: the new key appended to the cache of
+/// earlier ones (`Concat` along the keys), then the scores against all.
+fn scores_after_append(heads: usize, past: usize, d: usize) -> Graph {
+    let mut g = Graph::default();
+    let ty = |shape: Vec<usize>| TensorType {
+        elem: ElemType::F32,
+        shape,
+    };
+    let q = g.add_value("q", ty(vec![1, heads, 1, d]));
+    let k_past = g.add_value("past_k", ty(vec![1, heads, past, d]));
+    let k_new = g.add_value("k", ty(vec![1, heads, 1, d]));
+    g.inputs.extend([q, k_past, k_new]);
+    let all = g
+        .add_node("k.all", Op::Concat { axis: 2 }, vec![k_past, k_new])
+        .expect("typed")[0];
+    let kt = g
+        .add_node(
+            "k.t",
+            Op::Transpose {
+                perm: vec![0, 1, 3, 2],
+            },
+            vec![all],
+        )
+        .expect("typed")[0];
+    let y = g
+        .add_node("scores", Op::MatMul, vec![q, kt])
+        .expect("typed")[0];
+    g.outputs.push(y);
+    g
+}
+
+#[test]
+fn scores_against_an_appended_cache_run_everywhere() {
+    // 600 + 1 keys: a block of 512 banks and a part of one.
+    let g = scores_after_append(3, 600, 64);
+    let ran = onnx_util::run_everywhere(&g, 8, "scores after append", &[]);
+    assert_eq!(ran.len(), targets::all().len());
+}
+
+#[test]
+fn pim_dram_reads_the_key_cache_in_its_banks_and_only_appends() {
+    let (heads, past, d) = (3, 600, 64);
+    let g = scores_after_append(heads, past, d);
+    let t = targets::by_name("pim-dram").expect("target");
+    let m = t.machine();
+    let count = |c: &compiler::lower::Compiled, name: &str| {
+        let i = m
+            .instructions
+            .iter()
+            .position(|i| i.name == name)
+            .expect("an instruction of pim-dram");
+        c.insts.iter().filter(|x| x.inst.index() == i).count()
+    };
+    let c = compiler::lower::compile(t, m, &g).expect("compiles");
+    // One all-bank MAC per head and block of 512 keys; no dot product on
+    // the controller's vector unit.
+    let blocks = (past + 1).div_ceil(512);
+    assert_eq!(count(&c, "mac"), heads * blocks);
+    assert_eq!(count(&c, "vredsum"), 0);
+    // The runner writes the cache in bf16, one key per bank row, each
+    // head's rows from a stripe-aligned start: the step appends `k` only.
+    let desc = c
+        .program
+        .inputs
+        .iter()
+        .find(|d| d.name == "past_k")
+        .expect("the cache is an input");
+    assert_eq!(desc.dtype, isa_specs::model::DType::Bf16);
+    assert_eq!(desc.pitch, 1024);
+    let stripe = 512 * 2048;
+    assert_eq!(desc.batch, Some((past as u64, 1024 * 1024)));
+    assert_eq!(desc.addr % stripe, 0);
+    // Appending converts and stores `heads` rows of `d` elements, not the cache.
+    assert!(
+        count(&c, "vstbf") <= heads,
+        "{} conversions",
+        count(&c, "vstbf")
+    );
+    assert!(count(&c, "dmast") <= heads, "{} stores", count(&c, "dmast"));
+    // The layout survives the assembly text.
+    let text = isa_specs::assembly::disassemble(t.isa(), m, &c.program).expect("disassembles");
+    assert!(text.contains("pitch 1024 batch 600 1048576"), "{text:.400}");
+    let back = isa_specs::assembly::assemble(t.isa(), m, "decode.s", &text).expect("assembles");
+    assert_eq!(back.inputs, c.program.inputs);
+    let r = onnx_util::run_checked("pim-dram", &g);
+    assert!(r.checks.iter().all(|c| c.ok));
+    // Without it, the scores are dot products on the vector unit and the
+    // cache is copied.
+    let opts = compiler::lower::Options {
+        in_place_rows: false,
+        ..Default::default()
+    };
+    let c = compiler::lower::compile_with(t, m, &g, opts).expect("compiles");
+    assert_eq!(count(&c, "mac"), 0);
+}

@@ -91,13 +91,22 @@ fn directive_line(m: &Machine, p: &mut Program, line: &str) -> Result<(), AsmErr
                     ".{kind} takes NAME MEMORY @ADDR DTYPE [d0, d1, ...]"
                 )));
             };
-            // An optional trailing `pitch N` (elements between rows).
-            let (shape, pitch) = match shape {
-                [rest @ .., kw, n] if *kw == "pitch" => (
+            // An optional trailing `batch ROWS STRIDE` (rows per batch,
+            // elements between batches), after an optional `pitch N`
+            // (elements between rows).
+            let number = |n: &str, what: &str| {
+                n.parse::<u64>()
+                    .map_err(|_| AsmError(format!("`{n}` is not {what}")))
+            };
+            let (shape, batch) = match shape {
+                [rest @ .., kw, r, b] if *kw == "batch" => (
                     rest,
-                    n.parse::<u64>()
-                        .map_err(|_| AsmError(format!("`{n}` is not a row pitch")))?,
+                    Some((number(r, "a number of rows")?, number(b, "a batch stride")?)),
                 ),
+                _ => (shape, None),
+            };
+            let (shape, pitch) = match shape {
+                [rest @ .., kw, n] if *kw == "pitch" => (rest, number(n, "a row pitch")?),
                 _ => (shape, 0),
             };
             let shape_text = shape.join(" ");
@@ -124,11 +133,20 @@ fn directive_line(m: &Machine, p: &mut Program, line: &str) -> Result<(), AsmErr
                 memory: memory(m, mem)?,
                 addr: target::asm::addr(addr)?,
                 pitch,
+                batch,
             };
             if pitch != 0 && pitch < desc.row_len() {
                 return Err(AsmError(format!(
                     "row pitch {pitch} is shorter than a row ({} elements)",
                     desc.row_len()
+                )));
+            }
+            if let Some((rows, stride)) = batch
+                && (rows == 0 || stride < rows.saturating_mul(desc.row_pitch()))
+            {
+                return Err(AsmError(format!(
+                    "batches of {rows} rows {stride} elements apart overlap (rows are {} elements apart)",
+                    desc.row_pitch()
                 )));
             }
             if kind == "input" {
@@ -192,11 +210,14 @@ pub fn disassemble(isa: &dyn Isa, m: &Machine, p: &Program) -> Result<String, St
             .map(u64::to_string)
             .collect::<Vec<_>>()
             .join(", ");
-        let pitch = if t.pitch == 0 {
+        let mut pitch = if t.pitch == 0 {
             String::new()
         } else {
             format!(" pitch {}", t.pitch)
         };
+        if let Some((rows, stride)) = t.batch {
+            pitch.push_str(&format!(" batch {rows} {stride}"));
+        }
         format!(
             ".{kind} {} {} @{:#x} {} [{shape}]{pitch}\n",
             t.name,

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// The first bytes of every program file.
 pub const MAGIC: &[u8; 8] = b"TSRPROG\0";
 /// The format version this build writes and reads.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 const HEADER: usize = 8 + 4 + 8 + 4;
 
 /// A tensor the program reads or writes.
@@ -34,6 +34,12 @@ pub struct TensorDesc {
     /// Elements from the start of one row (last dimension) to the next; 0
     /// for dense. Rows padded for alignment have a pitch above the row length.
     pub pitch: u64,
+    /// Rows in batches: `(rows per batch, elements from the start of one
+    /// batch to the next)`, rows within a batch `pitch` apart; `None` when
+    /// every row follows the one before. A key cache laid out for a
+    /// memory that computes starts each head's rows aligned, and leaves
+    /// room after them for the rows a step appends.
+    pub batch: Option<(u64, u64)>,
 }
 
 impl TensorDesc {
@@ -62,15 +68,31 @@ impl TensorDesc {
         }
     }
 
+    /// Elements from the tensor's start to row `r`'s.
+    pub fn row_offset(&self, r: u64) -> u64 {
+        match self.batch {
+            Some((rows, stride)) if rows > 0 => (r % rows) * self.row_pitch() + (r / rows) * stride,
+            _ => r * self.row_pitch(),
+        }
+    }
+
+    /// Elements from its start to the end of its last row (0 if empty).
+    pub fn extent(&self) -> u64 {
+        match self.rows() {
+            0 => 0,
+            n => self.row_offset(n - 1) + self.row_len(),
+        }
+    }
+
     /// Where each row's bytes go: `(address, offset in the dense bytes, length)`.
     pub fn row_spans(&self) -> Vec<(u64, usize, usize)> {
         let eb = self.dtype.bytes();
         let len = (self.row_len() * eb) as usize;
-        if self.row_pitch() == self.row_len() {
+        if self.row_pitch() == self.row_len() && self.batch.is_none() {
             return vec![(self.addr, 0, (self.rows() * self.row_len() * eb) as usize)];
         }
         (0..self.rows())
-            .map(|r| (self.addr + r * self.row_pitch() * eb, r as usize * len, len))
+            .map(|r| (self.addr + self.row_offset(r) * eb, r as usize * len, len))
             .collect()
     }
 }

@@ -25,8 +25,38 @@ fn sample() -> Program {
         memory: "sram".into(),
         addr: 0,
         pitch: 4,
+        batch: None,
+    });
+    p.inputs.push(TensorDesc {
+        name: "cache".into(),
+        dtype: isa_specs::model::DType::Bf16,
+        shape: vec![2, 3, 2],
+        memory: "sram".into(),
+        addr: 128,
+        pitch: 4,
+        batch: Some((3, 16)),
     });
     p
+}
+
+/// Rows in batches: each batch's rows `pitch` apart, batches `stride` apart.
+#[test]
+fn batched_rows_are_placed_batch_by_batch() {
+    let t = sample().inputs[1].clone();
+    // Rows 0..6 start 0, 4, 8 | 16, 20, 24 elements in; 2 bytes each.
+    let at = |e: u64| 128 + 2 * e;
+    assert_eq!(
+        t.row_spans(),
+        vec![
+            (at(0), 0, 4),
+            (at(4), 4, 4),
+            (at(8), 8, 4),
+            (at(16), 12, 4),
+            (at(20), 16, 4),
+            (at(24), 20, 4)
+        ]
+    );
+    assert_eq!(t.extent(), 26);
 }
 
 #[test]

@@ -72,8 +72,9 @@ impl Lowerer<'_> {
                 dtype: h.dtype,
                 shape: self.g.ty(v).shape.iter().map(|d| *d as u64).collect(),
                 memory: home_name.clone(),
-                addr: h.addr()?,
+                addr: h.addr()? + h.first as u64 * h.dtype.bytes(),
                 pitch: if h.pitch == h.cols { 0 } else { h.pitch as u64 },
+                batch: h.batch.map(|(rows, stride)| (rows as u64, stride as u64)),
             })
         };
         for v in &self.g.inputs {
@@ -107,15 +108,17 @@ impl Lowerer<'_> {
                 })
                 .sum()
         };
-        let min_home_bytes = self
-            .g
-            .inputs
-            .iter()
-            .chain(&self.g.outputs)
-            .map(|v| self.g.ty(*v).numel() as u64 * self.layout.homes[v].dtype.bytes())
-            .sum::<u64>()
-            + constant_bytes(false);
-        let min_in_place_bytes = constant_bytes(true);
+        let io_bytes = |in_place: bool| -> u64 {
+            self.g
+                .inputs
+                .iter()
+                .chain(&self.g.outputs)
+                .filter(|v| self.input_in_place(**v) == in_place)
+                .map(|v| self.g.ty(*v).numel() as u64 * self.layout.homes[v].dtype.bytes())
+                .sum()
+        };
+        let min_home_bytes = io_bytes(false) + constant_bytes(false);
+        let min_in_place_bytes = io_bytes(true) + constant_bytes(true);
         Ok(Compiled {
             program,
             bundles,

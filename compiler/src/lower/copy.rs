@@ -348,6 +348,27 @@ impl Lowerer<'_> {
         let r = os.len();
         let ost = row_strides(&os);
         let dst = self.home_of(out)?;
+        let base = (dst.mem, dst.base);
+        // Rows in batches a whole number of rows apart (a layout a product
+        // reads in place, `Lowerer::in_place_dot_homes`): row `t` of the
+        // result is row `t % rows + (t / rows) * gap` of a plain matrix.
+        let (dst, phys) = match dst.batch {
+            Some((rows, stride)) if stride % dst.pitch == 0 && dst.first == 0 => {
+                let gap = stride / dst.pitch;
+                let all = super::machine::cdiv(dst.rows, rows.max(1)) * gap;
+                (
+                    Home {
+                        rows: all,
+                        batch: None,
+                        ..dst
+                    },
+                    Some((rows.max(1), gap)),
+                )
+            }
+            Some(_) => return Err(Self::node_err(n, "joining into rows in uneven batches")),
+            None => (dst, None),
+        };
+        let phys = |t: i64| phys.map_or(t, |(rows, gap)| t % rows + (t / rows) * gap);
         let mut offset = 0i64;
         for &x in &n.inputs {
             let xs = g.ty(x).shape.clone();
@@ -359,6 +380,11 @@ impl Lowerer<'_> {
             if g.constants.contains_key(&x) {
                 return Err(Self::node_err(n, "joining a constant is not supported yet"));
             }
+            // Written in place by the runner (`Lowerer::in_place_dot_homes`).
+            if self.home_of(x).is_ok_and(|h| (h.mem, h.base) == base) {
+                offset += extent;
+                continue;
+            }
             let pairs: Vec<(i64, i64)> = row_indices(&xs)
                 .into_iter()
                 .enumerate()
@@ -368,7 +394,7 @@ impl Lowerer<'_> {
                         .enumerate()
                         .map(|(d, k)| (k + if d == axis { offset } else { 0 }) * ost[d])
                         .sum();
-                    (j as i64, at)
+                    (j as i64, phys(at))
                 })
                 .collect();
             let col = if axis + 1 == r { offset } else { 0 };

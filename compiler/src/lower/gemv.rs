@@ -32,6 +32,23 @@ use crate::ir::{Node, ValueId};
 use isa_specs::model::{AssignOp, DType, IndexId, ReduceOp, RegFileId};
 use isa_specs::select::{TileAccess, TileExpr, TileOp};
 
+/// A contraction reading the rows of `B` where they lie at home, one
+/// result per row, with one row of `A` as a vector
+/// ([`Lowerer::rows_in_place`]).
+#[derive(Clone, Debug)]
+pub(super) struct RowsInPlace {
+    /// The instruction's form.
+    pub(super) form: super::ops::Contraction,
+    /// Rows of `B` one instruction reads.
+    pub(super) rows: i64,
+    /// Elements from one row of `B` to the next.
+    pub(super) pitch: i64,
+    /// Alignment of a block's first row, in bytes.
+    pub(super) align: u64,
+    /// The type `B` is read in.
+    pub(super) dtype: DType,
+}
+
 /// `d[i, j] = sum(k) a[k, j]` over the `rows` sublanes of `a`.
 fn sublane_sum(
     e: &mut Emitter,
@@ -525,6 +542,14 @@ impl Lowerer<'_> {
                 .ok_or_else(|| err("operand without a home"))
         };
         let (xh, kh) = (home_of(self, a)?, home_of(self, k_value)?);
+        if let Some(ip) = self.rows_in_place(d)
+            && kh.mem == self.info.home
+            && kh.dtype == ip.dtype
+            && kh.pitch == ip.pitch
+        {
+            self.pool.read_in_place.insert(k_value);
+            return self.dots_in_place(&ip, plan, out, out_home, (&xh, &kh), (batches, n, d));
+        }
         // A batch's operand on chip: where it is, or staged whole.
         let on_chip =
             |l: &mut Self, h: &Home, row: i64, rows: i64| -> Result<MemTile, LowerError> {
@@ -632,6 +657,240 @@ impl Lowerer<'_> {
                 j0 += h;
             }
             let mut c0 = 0;
+            while c0 < n {
+                let w = gc.min(n - c0);
+                self.tile_epilogue(
+                    plan,
+                    out,
+                    out_home,
+                    (Val::Mem(ybuf.view(0, c0, 1, w)), bi, c0, 1, w),
+                )?;
+                c0 += w;
+            }
+        }
+        Ok(())
+    }
+
+    /// The contraction that takes one row of `A` as a vector and reads
+    /// the rows of `B` where they lie at home (a machine computing in its
+    /// home memory: pim-dram's `mac`, one result per bank from one DRAM
+    /// row each), if it takes `d` elements of each row: the form and the
+    /// layout at home it reads.
+    pub(super) fn rows_in_place(&self, d: i64) -> Option<RowsInPlace> {
+        use super::ops::Role;
+        use isa_specs::model::OperandKind;
+        let params: Vec<i64> = self.e.m.params.iter().map(|q| q.value).collect();
+        self.fusion.contractions.iter().find_map(|c| {
+            if c.t_dims != [Role::N] || c.a_dims != [Role::K] || c.b_dims != [Role::N, Role::K] {
+                return None;
+            }
+            let locs = c.locs(&self.e)?;
+            if locs[2].place != Place::Mem(self.info.home) {
+                return None;
+            }
+            let OperandKind::Mem {
+                shape,
+                align,
+                stride,
+                ..
+            } = &self.e.m.instructions[c.inst.index()].operands[c.b].kind
+            else {
+                return None;
+            };
+            let strides = ops::fixed_strides(&self.e, stride.as_deref())?;
+            let rows = isa_specs::eval::eval_int(shape.first()?, &isa_specs::eval::Params(&params))
+                .ok()?;
+            let (&[pitch, 1], true) = (strides.as_slice(), rows > 0) else {
+                return None;
+            };
+            let dtype = locs[2].dtype;
+            // Every block of `rows` rows starts aligned.
+            let fits = pitch >= d
+                && (rows * pitch * dtype.bytes() as i64) % (*align).max(1) as i64 == 0
+                && c.probe(&self.e, (1, rows, d))
+                    .is_some_and(|op| self.e.check(&op, c.inst).is_ok());
+            fits.then(|| RowsInPlace {
+                form: c.clone(),
+                rows,
+                pitch,
+                align: *align,
+                dtype,
+            })
+        })
+    }
+
+    /// Homes in the layout [`Self::rows_in_place`] reads, for the matrices
+    /// whose rows only products of one row read ([`Self::dot_transposes`])
+    /// and that a `Concat` makes (a decode step's key cache with the new
+    /// key appended): each batch's rows `pitch` apart from an aligned
+    /// start, batches a whole number of instruction blocks apart. The
+    /// `Concat` writes it in that layout; the products read it where it is
+    /// ([`Self::vector_dots`]).
+    pub(super) fn in_place_dot_homes(&mut self) {
+        let g = self.g;
+        if !self.opts.in_place_rows {
+            return;
+        }
+        let mut ts: Vec<usize> = self.layout.dot_transposes.iter().copied().collect();
+        ts.sort_unstable();
+        for ti in ts {
+            let k = g.nodes[ti].inputs[0];
+            let made_by_concat = g
+                .nodes
+                .iter()
+                .any(|n| n.outputs.contains(&k) && matches!(n.op, crate::ir::Op::Concat { .. }));
+            let only_dots = g
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.inputs.contains(&k))
+                .all(|(j, _)| self.layout.dot_transposes.contains(&j));
+            if !made_by_concat
+                || !only_dots
+                || g.outputs.contains(&k)
+                || self.layout.homes.contains_key(&k)
+            {
+                continue;
+            }
+            let s = &g.ty(k).shape;
+            let r = s.len();
+            let (n, d) = (s[r - 2] as i64, s[r - 1] as i64);
+            let batches = s[..r - 2].iter().product::<usize>() as i64;
+            let Some(ip) = self.rows_in_place(d) else {
+                continue;
+            };
+            let stride = super::machine::rup(n, ip.rows) * ip.pitch;
+            let addr = self.alloc_home((batches * stride) as u64 * ip.dtype.bytes(), ip.align);
+            let home = Home {
+                mem: self.info.home,
+                base: super::emit::Base::Fixed(addr),
+                dtype: ip.dtype,
+                rows: batches * n,
+                cols: d,
+                pitch: ip.pitch,
+                batch: (batches > 1).then_some((n, stride)),
+                first: 0,
+            };
+            // The parts joined along the rows that are inputs read by
+            // nothing else are written by the runner straight into their
+            // rows of it (the cache lives there): the step only appends.
+            if let Some(cn) = g.nodes.iter().find(|n| n.outputs.contains(&k))
+                && cn.op == (crate::ir::Op::Concat { axis: r - 2 })
+            {
+                let mut offset = 0;
+                for &x in &cn.inputs {
+                    let xn = g.ty(x).shape[r - 2] as i64;
+                    let alone = g.nodes.iter().filter(|m| m.inputs.contains(&x)).count() == 1
+                        && cn.inputs.iter().filter(|&&y| y == x).count() == 1;
+                    if g.inputs.contains(&x)
+                        && alone
+                        && !g.outputs.contains(&x)
+                        && !self.layout.homes.contains_key(&x)
+                    {
+                        self.layout.homes.insert(
+                            x,
+                            Home {
+                                rows: batches * xn,
+                                batch: (batches > 1).then_some((xn, stride)),
+                                first: offset * ip.pitch,
+                                ..home.clone()
+                            },
+                        );
+                    }
+                    offset += xn;
+                }
+            }
+            self.layout.homes.insert(k, home);
+        }
+    }
+
+    /// [`Self::vector_dots`] where the rows of `k` lie at home in the
+    /// layout `ip` reads: per batch, `x` goes into the instruction's
+    /// vector operand once, and each block of `ip.rows` rows of `k` gives
+    /// `ip.rows` results with one instruction, read out into a row on chip
+    /// that then takes the region's epilogue.
+    #[allow(clippy::too_many_arguments)]
+    fn dots_in_place(
+        &mut self,
+        ip: &RowsInPlace,
+        plan: &[(Ew, Option<Operand>, bool)],
+        out: ValueId,
+        out_home: &Home,
+        (xh, kh): (&Home, &Home),
+        (batches, n, d): (i64, i64, i64),
+    ) -> Result<(), LowerError> {
+        let form = &ip.form;
+        let locs = form
+            .locs(&self.e)
+            .ok_or_else(|| err("contraction operands without places"))?;
+        let land = self.landing_of(self.layout.act)?;
+        let Place::Mem(lm) = land.place else {
+            return Err(err("tiles from home land in no memory"));
+        };
+        let Place::Reg(acc_file) = locs[0].place else {
+            return Err(err("the in-place contraction's result is not a register"));
+        };
+        let ybuf = self.e.buffer_padded(
+            lm,
+            land.dtype,
+            1,
+            super::machine::rup(n, ip.rows),
+            Pad::Registers,
+        );
+        let mnk = (1, ip.rows, d);
+        for bi in 0..batches {
+            let xt = if xh.mem == lm {
+                xh.tile(bi, 0, 1, d)
+            } else {
+                let buf = self.e.buffer_padded(lm, land.dtype, 1, d, Pad::Aligned);
+                let (t, pending) = self.stage_pieces(&xh.tile(bi, 0, 1, d), land, &buf)?;
+                for p in &pending {
+                    self.e.ready(p).map_err(err)?;
+                }
+                t
+            };
+            let x = self
+                .e
+                .to_loc(Val::Mem(xt), locs[1], None, Pad::Dense)
+                .map_err(err)?;
+            for j0 in (0..n).step_by(ip.rows as usize) {
+                let t = Val::Reg(RegTile {
+                    file: acc_file,
+                    dtype: locs[0].dtype,
+                    reg: self.e.vreg(acc_file),
+                    rows: 1,
+                    cols: ip.rows,
+                });
+                let t_shape = super::ops::Contraction::shape(&form.t_dims, mnk);
+                if !form.set {
+                    self.zero(&t, &t_shape, locs[0])?;
+                }
+                // A whole block of rows: those past the batch's last are
+                // its padding, read and not stored.
+                let b = Val::Mem(kh.tile(bi * n + j0, 0, ip.rows, d));
+                let (ts, refs): (Vec<_>, Vec<_>) = [
+                    t.tensor(t_shape),
+                    x.tensor(super::ops::Contraction::shape(&form.a_dims, mnk)),
+                    b.tensor(super::ops::Contraction::shape(&form.b_dims, mnk)),
+                ]
+                .into_iter()
+                .unzip();
+                let op = form
+                    .op(&self.e, ts, mnk)
+                    .ok_or_else(|| err("contraction pattern"))?;
+                self.e
+                    .emit(&op, &refs, Some(form.inst))
+                    .map_err(|e| err(format!("in-place rows: {e}")))?;
+                let run = ybuf.view(0, j0, 1, ip.rows);
+                self.e
+                    .to_loc(t, ybuf.loc(), Some(&run), Pad::Dense)
+                    .map_err(err)?;
+            }
+            let mut c0 = 0;
+            let (_, gc) = self.e.granule(
+                self.dots_file()
+                    .ok_or_else(|| err("no register file for the epilogue"))?,
+            );
             while c0 < n {
                 let w = gc.min(n - c0);
                 self.tile_epilogue(

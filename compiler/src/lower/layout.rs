@@ -389,7 +389,10 @@ impl Lowerer<'_> {
             }
             lives.insert(y, x);
         }
+        self.in_place_dot_homes();
         let mut kept = self.residency(&lives)?;
+        // Placed where a product reads them in place.
+        kept.retain(|v, _| !self.layout.homes.contains_key(v));
         let narrow = self.window_images(&alias);
         // A product writes into its transpose's layout where that is kept
         // on chip, or where its result would not be (a round trip through

@@ -328,6 +328,14 @@ declare_options! {
     /// channels (`Lowerer::window_sum_wide`).
     wide_windows: WideWindows, "no-wide-windows",
         "Compute a depthwise convolution over tiles of pixels by channels (as many lanes as channels), instead of over rows of pixels with their channels side by side (whole registers however few the channels).";
+    /// A product of one row by the rows of a matrix (a decode step's
+    /// attention scores against its key cache) runs where the matrix lies
+    /// at home, on a machine that computes in its home memory (pim-dram's
+    /// `mac` over one DRAM row per bank): the matrix is written in the
+    /// layout that instruction reads (`Lowerer::in_place_dot_homes`), and
+    /// each instruction gives one result per row it reads.
+    in_place_rows: InPlaceRows, "no-in-place-rows",
+        "Compute a product of one row by the rows of a computed matrix (attention's scores against the key cache) on the controller's vector unit, instead of where the matrix lies in a memory that computes (pim-dram's banks), written there in the layout its instruction reads.";
     /// An element-wise operation the machine has no instruction for is
     /// computed from those it has, by the identities of instruction
     /// selection ([`crate::passes::select`]: `sqrt(x) = 1/rsqrt(x)`,

@@ -229,6 +229,29 @@ impl RegionStats {
 }
 
 /// Multiply-accumulates of one node (matrix products only).
+impl Lowerer<'_> {
+    /// Whether `x`, joined into `out`, was written into `out`'s rows by
+    /// the runner (an input laid out in place, `in_place_dot_homes`).
+    pub(super) fn written_in_place(&self, x: ValueId, out: ValueId) -> bool {
+        match (self.layout.homes.get(&x), self.layout.homes.get(&out)) {
+            (Some(a), Some(b)) => {
+                a.mem == b.mem && a.base == b.base && matches!(a.base, Base::Fixed(_))
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether input `v` lies where a contraction reads it in place: in
+    /// the rows of a value read so (a key cache the runner writes into
+    /// the layout the products read).
+    pub(super) fn input_in_place(&self, v: ValueId) -> bool {
+        self.pool
+            .read_in_place
+            .iter()
+            .any(|&r| r != v && !self.g.constants.contains_key(&r) && self.written_in_place(v, r))
+    }
+}
+
 pub(super) fn node_macs(g: &Graph, n: &crate::ir::Node) -> u64 {
     if !matches!(n.op, Op::MatMul) {
         return 0;
@@ -284,6 +307,18 @@ impl Lowerer<'_> {
                 _ => 0,
             }
         };
+        // Parts of a join the runner wrote in place (`in_place_dot_homes`):
+        // neither read nor written by the join.
+        let mut joined_in_place: std::collections::HashMap<ValueId, u64> = Default::default();
+        let mut lie_in_place: std::collections::HashSet<ValueId> = Default::default();
+        for n in g.nodes.iter().filter(|n| matches!(n.op, Op::Concat { .. })) {
+            for &x in &n.inputs {
+                if self.written_in_place(x, n.outputs[0]) {
+                    lie_in_place.insert(x);
+                    *joined_in_place.entry(n.outputs[0]).or_default() += bytes(x);
+                }
+            }
+        }
         self.plan
             .region_groups
             .iter()
@@ -348,14 +383,17 @@ impl Lowerer<'_> {
                     }
                 };
                 let in_place = |v: &ValueId| self.pool.read_in_place.contains(v);
+                let written = |v: ValueId| {
+                    bytes(v).saturating_sub(joined_in_place.get(&v).copied().unwrap_or(0))
+                };
                 RegionStats {
                     macs,
                     in_place_bytes: inputs.iter().copied().filter(in_place).map(read).sum(),
                     home_bytes: inputs
                         .into_iter()
-                        .filter(|v| !in_place(v))
+                        .filter(|v| !in_place(v) && !lie_in_place.contains(v))
                         .map(read)
-                        .chain(outputs.into_iter().map(bytes))
+                        .chain(outputs.into_iter().map(written))
                         .sum(),
                     bundles: parts
                         .iter()
