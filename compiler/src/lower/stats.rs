@@ -298,7 +298,11 @@ impl Lowerer<'_> {
         };
         let bytes = |v: ValueId| -> u64 {
             if let Some(t) = g.constants.get(&v) {
-                return t.ty.numel() as u64 * self.layout.act.bytes();
+                // In the narrowest type it was packed in (as the whole
+                // model's bound counts it).
+                let packed = self.pool.packed_elem_bytes.get(&v).copied();
+                return t.ty.numel() as u64
+                    * packed.unwrap_or(u64::MAX).min(self.layout.act.bytes());
             }
             match self.layout.homes.get(&v) {
                 Some(h) if matches!(h.base, Base::Fixed(_)) => {
