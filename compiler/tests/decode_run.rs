@@ -152,3 +152,69 @@ fn pim_dram_reads_the_key_cache_in_its_banks_and_only_appends() {
     let c = compiler::lower::compile_with(t, m, &g, opts).expect("compiles");
     assert_eq!(count(&c, "mac"), 0);
 }
+
+/// The values side of decode attention: `p · Concat(past_v, v)`.
+fn context_after_append(heads: usize, past: usize, d: usize) -> Graph {
+    let mut g = Graph::default();
+    let ty = |shape: Vec<usize>| TensorType {
+        elem: ElemType::F32,
+        shape,
+    };
+    let p = g.add_value("p", ty(vec![1, heads, 1, past + 1]));
+    let v_past = g.add_value("past_v", ty(vec![1, heads, past, d]));
+    let v_new = g.add_value("v", ty(vec![1, heads, 1, d]));
+    g.inputs.extend([p, v_past, v_new]);
+    let all = g
+        .add_node("v.all", Op::Concat { axis: 2 }, vec![v_past, v_new])
+        .expect("typed")[0];
+    let y = g
+        .add_node("context", Op::MatMul, vec![p, all])
+        .expect("typed")[0];
+    g.outputs.push(y);
+    g
+}
+
+#[test]
+fn a_cache_joined_with_the_new_row_is_appended_to_on_every_target() {
+    let (heads, past, d) = (3, 200, 64);
+    let g = context_after_append(heads, past, d);
+    for t in targets::all() {
+        let m = t.machine();
+        let c = compiler::lower::compile(t, m, &g).expect("compiles");
+        let desc = c
+            .program
+            .inputs
+            .iter()
+            .find(|x| x.name == "past_v")
+            .expect("the cache is an input");
+        // Each head's cached rows, with room for the new one after them;
+        // or, where the join fits on chip (simd-dsp, vliw-systolic), kept
+        // there.
+        let pitch = desc.row_pitch();
+        if c.kept_on_chip == 0 {
+            assert_eq!(
+                desc.batch,
+                Some((past as u64, (past as u64 + 1) * pitch)),
+                "{}",
+                t.name()
+            );
+        } else {
+            assert_ne!(t.name(), "pim-dram");
+        }
+        let out = onnx_util::run_checked(t.name(), &g);
+        assert!(out.checks.iter().all(|c| c.ok));
+        // Without it, the cache is dense and copied.
+        let opts = compiler::lower::Options {
+            append_in_place: false,
+            ..Default::default()
+        };
+        let c = compiler::lower::compile_with(t, m, &g, opts).expect("compiles");
+        let desc = c
+            .program
+            .inputs
+            .iter()
+            .find(|x| x.name == "past_v")
+            .expect("input");
+        assert_eq!(desc.batch, None, "{}", t.name());
+    }
+}

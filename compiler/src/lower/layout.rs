@@ -394,6 +394,9 @@ impl Lowerer<'_> {
         // Placed where a product reads them in place.
         kept.retain(|v, _| !self.layout.homes.contains_key(v));
         let narrow = self.window_images(&alias);
+        if self.opts.append_in_place {
+            self.joins_in_place(&kept, &narrow, out_dtype);
+        }
         // A product writes into its transpose's layout where that is kept
         // on chip, or where its result would not be (a round trip through
         // home saved); not from a result kept on chip to a layout at home
@@ -508,6 +511,74 @@ impl Lowerer<'_> {
         }
         self.place_transposed_products();
         Ok(())
+    }
+
+    /// Joins along the rows (`Concat` on the axis before the last) kept at
+    /// home, of graph inputs read by nothing else: each such input's home
+    /// is its rows of the join's (in batches where the join has leading
+    /// dimensions), so the runner writes it there and the join writes only
+    /// the other parts. A decode step's cache (`Concat(past_v, v)`) is
+    /// appended to, not copied. Joins kept on chip, or already placed
+    /// ([`Self::in_place_dot_homes`]), are left as they are.
+    fn joins_in_place(
+        &mut self,
+        kept: &HashMap<ValueId, (MemId, usize)>,
+        narrow: &HashMap<ValueId, DType>,
+        out_dtype: DType,
+    ) {
+        let g = self.g;
+        for cn in &g.nodes {
+            let Op::Concat { axis } = cn.op else {
+                continue;
+            };
+            let v = cn.outputs[0];
+            let s = &g.ty(v).shape;
+            let r = s.len();
+            if r < 2
+                || axis != r - 2
+                || !g.ty(v).elem.is_float()
+                || kept.contains_key(&v)
+                || self.layout.homes.contains_key(&v)
+            {
+                continue;
+            }
+            let alone = |x: ValueId| {
+                g.inputs.contains(&x)
+                    && !g.outputs.contains(&x)
+                    && !self.layout.homes.contains_key(&x)
+                    && g.nodes.iter().filter(|m| m.inputs.contains(&x)).count() == 1
+                    && cn.inputs.iter().filter(|&&y| y == x).count() == 1
+            };
+            let lone: Vec<ValueId> = cn.inputs.iter().copied().filter(|&x| alone(x)).collect();
+            if lone.is_empty() {
+                continue;
+            }
+            let (rows, cols) = view(s);
+            let dtype = if g.outputs.contains(&v) {
+                out_dtype
+            } else {
+                narrow.get(&v).copied().unwrap_or(self.layout.act)
+            };
+            let home = self.new_home(rows, cols, dtype);
+            let (n, batches) = (s[r - 2] as i64, s[..r - 2].iter().product::<usize>() as i64);
+            let mut offset = 0;
+            for &x in &cn.inputs {
+                let xn = g.ty(x).shape[r - 2] as i64;
+                if lone.contains(&x) {
+                    self.layout.homes.insert(
+                        x,
+                        Home {
+                            rows: batches * xn,
+                            batch: (batches > 1).then_some((xn, n * home.pitch)),
+                            first: offset * home.pitch,
+                            ..home.clone()
+                        },
+                    );
+                }
+                offset += xn;
+            }
+            self.layout.homes.insert(v, home);
+        }
     }
 
     /// The home of value `v` (`rows` x `cols`) kept on chip in memory `mem`

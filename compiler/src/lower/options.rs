@@ -328,6 +328,12 @@ declare_options! {
     /// channels (`Lowerer::window_sum_wide`).
     wide_windows: WideWindows, "no-wide-windows",
         "Compute a depthwise convolution over tiles of pixels by channels (as many lanes as channels), instead of over rows of pixels with their channels side by side (whole registers however few the channels).";
+    /// A graph input joined along the rows (a decode step's key or value
+    /// cache, the new token's row appended) and read by nothing else is
+    /// written by the runner straight into its rows of the join's result
+    /// (`Lowerer::joins_in_place`): the step appends and copies nothing.
+    append_in_place: AppendInPlace, "no-append-in-place",
+        "Copy a cache joined with the new rows (`Concat(past, new)`) into a fresh tensor every step, instead of having the runner write the cache into its rows of the result so that the step only appends.";
     /// A product of one row by the rows of a matrix (a decode step's
     /// attention scores against its key cache) runs where the matrix lies
     /// at home, on a machine that computes in its home memory (pim-dram's
