@@ -17,6 +17,7 @@ const REFUSALS: &[(&str, &str, &str)] = &[];
 const EXAMPLES: &[&str] = &[
     "cnn_small",
     "gpt2_block_small",
+    "gpt2_decode_2l_kv64",
     "matmul_bias_relu_large",
     "matmul_bias_relu_small",
     "mlp_int8",
@@ -50,6 +51,7 @@ macro_rules! example_tests {
 example_tests!(
     cnn_small,
     gpt2_block_small,
+    gpt2_decode_2l_kv64,
     matmul_bias_relu_large,
     matmul_bias_relu_small,
     mlp_int8,
@@ -71,9 +73,12 @@ fn runs_on_every_target_and_matches(name: &str) {
         compiler::interp::fold_constants(&mut g);
         compiler::ir::verify(&g).expect("verified");
         let data = dir.join("test_data_set_0");
-        let input = compiler::onnx::read_tensor_file(data.join("input_0.pb"))
-            .expect("input")
-            .1;
+        // input_0.pb, input_1.pb, ... (a decode step's caches after its token).
+        let inputs: Vec<_> = (0..)
+            .map(|i| data.join(format!("input_{i}.pb")))
+            .take_while(|p| p.exists())
+            .map(|p| compiler::onnx::read_tensor_file(p).expect("input").1)
+            .collect();
         let expected = compiler::onnx::read_tensor_file(data.join("output_0.pb"))
             .expect("output")
             .1;
@@ -88,7 +93,7 @@ fn runs_on_every_target_and_matches(name: &str) {
                 t,
                 t.machine(),
                 &g,
-                std::slice::from_ref(&input),
+                &inputs,
                 Some(std::slice::from_ref(&expected)),
             ) {
                 Ok(_) if refusal.is_some() => {

@@ -47,6 +47,16 @@ fn sweeps_expand_in_a_fixed_order_and_constraints_filter() {
     .expand()
     .expect("expands");
     assert!(big.variants.len() >= 200, "{}", big.variants.len());
+    // The decode sweep: 3 x 2 x 2 x 3 pim-dram variants and vliw-systolic
+    // at three bandwidths.
+    let decode = Sweep::parse(
+        &std::fs::read_to_string(root().join("targets/variants/pim-dram-decode.ron"))
+            .expect("sweep"),
+    )
+    .expect("parses")
+    .expand()
+    .expect("expands");
+    assert_eq!(decode.variants.len(), 39);
     // Value forms.
     assert_eq!(
         Sweep {
