@@ -218,3 +218,34 @@ fn a_cache_joined_with_the_new_row_is_appended_to_on_every_target() {
         assert_eq!(desc.batch, None, "{}", t.name());
     }
 }
+
+/// Exporters also return the cache with the new key (`present`): the
+/// output is then the cache in the banks' layout, read back by the runner.
+#[test]
+fn the_appended_key_cache_can_be_an_output_and_stays_in_the_banks() {
+    let (heads, past, d) = (2, 100, 64);
+    let mut g = scores_after_append(heads, past, d);
+    let all = g
+        .nodes
+        .iter()
+        .find(|n| matches!(n.op, Op::Concat { .. }))
+        .expect("the join")
+        .outputs[0];
+    g.outputs.push(all);
+    let t = targets::by_name("pim-dram").expect("target");
+    let m = t.machine();
+    let c = compiler::lower::compile(t, m, &g).expect("compiles");
+    let mac = m
+        .instructions
+        .iter()
+        .position(|i| i.name == "mac")
+        .expect("mac");
+    assert_eq!(
+        c.insts.iter().filter(|i| i.inst.index() == mac).count(),
+        heads
+    );
+    let present = &c.program.outputs[1];
+    assert_eq!(present.batch, Some((past as u64 + 1, 512 * 1024)));
+    let r = onnx_util::run_checked("pim-dram", &g);
+    assert_eq!(r.checks.len(), 2);
+}

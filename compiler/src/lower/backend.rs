@@ -54,8 +54,13 @@ impl Lowerer<'_> {
         m: &Machine,
         times: &mut PassTimes,
     ) -> Result<Compiled, LowerError> {
-        let buffers = self.place_buffers(m, times)?;
+        let (buffers, bases) = self.place_buffers(m, times)?;
         let (code, insts) = self.allocate_registers(m, times)?;
+        times
+            .time("check buffers", || {
+                self.check_footprints(t, m, &insts, &bases)
+            })
+            .map_err(|e| err(format!("an instruction writes outside its buffer: {e}")))?;
         let rules = sched::Rules {
             transfers_are_barriers: !self.opts.overlap_transfers,
             reverse_priorities: self.opts.reverse_priorities,
@@ -150,7 +155,7 @@ impl Lowerer<'_> {
         &mut self,
         m: &Machine,
         times: &mut PassTimes,
-    ) -> Result<Vec<(String, u64, u64)>, LowerError> {
+    ) -> Result<(Vec<(String, u64, u64)>, Vec<u64>), LowerError> {
         // On-chip buffers, per memory.
         let mut buffers = Vec::new();
         let mut bases = vec![0u64; self.e.bufs.len()];
@@ -217,7 +222,58 @@ impl Lowerer<'_> {
                 *a += bases[b];
             }
         }
-        Ok(buffers)
+        Ok((buffers, bases))
+    }
+
+    /// Checks that every instruction naming on-chip buffers writes only
+    /// within them (from the footprints the generated effects give, after
+    /// the buffers are placed at `bases`): the memory plan's check sees
+    /// buffers' sizes and lives, not a tile that runs past its buffer.
+    fn check_footprints(
+        &self,
+        t: &targets::Target,
+        m: &Machine,
+        insts: &[MInst],
+        bases: &[u64],
+    ) -> Result<(), String> {
+        if insts.len() != self.e.code.len() {
+            return Ok(());
+        }
+        let mut named: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for &(i, _, b) in &self.e.fixups {
+            named.entry(i).or_default().push(b);
+        }
+        let mut fx = targets::sim::Effects::default();
+        for (i, bufs) in named {
+            fx.clear();
+            t.effects(m, &insts[i], &mut fx);
+            for a in fx.accesses.iter().filter(|a| a.write) {
+                let targets::sim::Place::Mem { mem, span } = a.place else {
+                    continue;
+                };
+                let mut own = bufs
+                    .iter()
+                    .filter(|&&b| self.e.bufs[b].mem.index() == mem)
+                    .peekable();
+                if own.peek().is_none() {
+                    continue;
+                }
+                let inside = own.any(|&b| {
+                    let lo = bases[b] as i64;
+                    span.start >= lo && span.end <= lo + self.e.bufs[b].size as i64
+                });
+                if !inside {
+                    return Err(format!(
+                        "instruction {i} (`{}`) writes bytes {}..{} of `{}`, outside its buffers",
+                        m.instructions[insts[i].inst.index()].name,
+                        span.start,
+                        span.end,
+                        m.memories[mem].name
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Allocates the registers of the code emitted (each virtual register

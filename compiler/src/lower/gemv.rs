@@ -745,11 +745,7 @@ impl Lowerer<'_> {
                 .enumerate()
                 .filter(|(_, n)| n.inputs.contains(&k))
                 .all(|(j, _)| self.layout.dot_transposes.contains(&j));
-            if !made_by_concat
-                || !only_dots
-                || g.outputs.contains(&k)
-                || self.layout.homes.contains_key(&k)
-            {
+            if !made_by_concat || !only_dots || self.layout.homes.contains_key(&k) {
                 continue;
             }
             let s = &g.ty(k).shape;
