@@ -46,6 +46,9 @@ pub fn print_virtual(m: &Machine, vi: &regalloc::VInst) -> String {
     }
 }
 
+/// A memory's `(name, peak bytes, capacity)` in the buffer plan.
+type BufferUse = (String, u64, u64);
+
 impl Lowerer<'_> {
     /// Back end: buffers, registers, schedule, encoding.
     pub(super) fn back_end(
@@ -150,12 +153,12 @@ impl Lowerer<'_> {
     /// Places the on-chip buffers of each memory by liveness (apart where
     /// there is room, `Options::spread_buffers`), checks each plan, and
     /// fixes the addresses of the instructions that name them: each memory's
-    /// `(name, peak bytes, capacity)`.
+    /// `(name, peak bytes, capacity)`, and each buffer's offset in its memory.
     fn place_buffers(
         &mut self,
         m: &Machine,
         times: &mut PassTimes,
-    ) -> Result<(Vec<(String, u64, u64)>, Vec<u64>), LowerError> {
+    ) -> Result<(Vec<BufferUse>, Vec<u64>), LowerError> {
         // On-chip buffers, per memory.
         let mut buffers = Vec::new();
         let mut bases = vec![0u64; self.e.bufs.len()];
