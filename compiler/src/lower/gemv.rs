@@ -767,34 +767,11 @@ impl Lowerer<'_> {
                 batch: (batches > 1).then_some((n, stride)),
                 first: 0,
             };
-            // The parts joined along the rows that are inputs read by
-            // nothing else are written by the runner straight into their
-            // rows of it (the cache lives there): the step only appends.
-            if let Some(cn) = g.nodes.iter().find(|n| n.outputs.contains(&k))
-                && cn.op == (crate::ir::Op::Concat { axis: r - 2 })
-            {
-                let mut offset = 0;
-                for &x in &cn.inputs {
-                    let xn = g.ty(x).shape[r - 2] as i64;
-                    let alone = g.nodes.iter().filter(|m| m.inputs.contains(&x)).count() == 1
-                        && cn.inputs.iter().filter(|&&y| y == x).count() == 1;
-                    if g.inputs.contains(&x)
-                        && alone
-                        && !g.outputs.contains(&x)
-                        && !self.layout.homes.contains_key(&x)
-                    {
-                        self.layout.homes.insert(
-                            x,
-                            Home {
-                                rows: batches * xn,
-                                batch: (batches > 1).then_some((xn, stride)),
-                                first: offset * ip.pitch,
-                                ..home.clone()
-                            },
-                        );
-                    }
-                    offset += xn;
-                }
+            // The cache input is written by the runner straight into its
+            // rows (the cache lives there): the step only appends.
+            if let Some(cn) = g.nodes.iter().find(|n| n.outputs.contains(&k)) {
+                let lone = self.joined_inputs(cn);
+                self.place_joined_inputs(cn, &lone, &home);
             }
             self.layout.homes.insert(k, home);
         }

@@ -528,56 +528,82 @@ impl Lowerer<'_> {
     ) {
         let g = self.g;
         for cn in &g.nodes {
-            let Op::Concat { axis } = cn.op else {
-                continue;
-            };
             let v = cn.outputs[0];
-            let s = &g.ty(v).shape;
-            let r = s.len();
-            if r < 2
-                || axis != r - 2
-                || !g.ty(v).elem.is_float()
+            if !g.ty(v).elem.is_float()
                 || kept.contains_key(&v)
                 || self.layout.homes.contains_key(&v)
             {
                 continue;
             }
-            let alone = |x: ValueId| {
-                g.inputs.contains(&x)
-                    && !g.outputs.contains(&x)
-                    && !self.layout.homes.contains_key(&x)
-                    && g.nodes.iter().filter(|m| m.inputs.contains(&x)).count() == 1
-                    && cn.inputs.iter().filter(|&&y| y == x).count() == 1
-            };
-            let lone: Vec<ValueId> = cn.inputs.iter().copied().filter(|&x| alone(x)).collect();
+            let lone = self.joined_inputs(cn);
             if lone.is_empty() {
                 continue;
             }
-            let (rows, cols) = view(s);
+            let (rows, cols) = view(&g.ty(v).shape);
             let dtype = if g.outputs.contains(&v) {
                 out_dtype
             } else {
                 narrow.get(&v).copied().unwrap_or(self.layout.act)
             };
             let home = self.new_home(rows, cols, dtype);
-            let (n, batches) = (s[r - 2] as i64, s[..r - 2].iter().product::<usize>() as i64);
-            let mut offset = 0;
-            for &x in &cn.inputs {
-                let xn = g.ty(x).shape[r - 2] as i64;
-                if lone.contains(&x) {
-                    self.layout.homes.insert(
-                        x,
-                        Home {
-                            rows: batches * xn,
-                            batch: (batches > 1).then_some((xn, n * home.pitch)),
-                            first: offset * home.pitch,
-                            ..home.clone()
-                        },
-                    );
-                }
-                offset += xn;
-            }
+            self.place_joined_inputs(cn, &lone, &home);
             self.layout.homes.insert(v, home);
+        }
+    }
+
+    /// The graph inputs a join along the rows (`Concat` on the axis before
+    /// the last) takes that nothing else reads and that have no home yet:
+    /// those the runner can write straight into their rows of the join.
+    pub(super) fn joined_inputs(&self, cn: &crate::ir::Node) -> Vec<ValueId> {
+        let g = self.g;
+        let r = g.ty(cn.outputs[0]).shape.len();
+        if r < 2 || cn.op != (Op::Concat { axis: r - 2 }) {
+            return Vec::new();
+        }
+        cn.inputs
+            .iter()
+            .copied()
+            .filter(|&x| {
+                g.inputs.contains(&x)
+                    && !g.outputs.contains(&x)
+                    && !self.layout.homes.contains_key(&x)
+                    && g.nodes.iter().filter(|m| m.inputs.contains(&x)).count() == 1
+                    && cn.inputs.iter().filter(|&&y| y == x).count() == 1
+            })
+            .collect()
+    }
+
+    /// Homes for inputs `lone` of join `cn` ([`Self::joined_inputs`]):
+    /// their rows of the join's `home`, in batches (heads) where the join
+    /// has leading dimensions, each batch's rows followed by room for the
+    /// rows joined after them. The join then writes only its other parts
+    /// (`copy.rs`, `concat`).
+    pub(super) fn place_joined_inputs(
+        &mut self,
+        cn: &crate::ir::Node,
+        lone: &[ValueId],
+        home: &Home,
+    ) {
+        let g = self.g;
+        let s = &g.ty(cn.outputs[0]).shape;
+        let r = s.len();
+        let (n, batches) = (s[r - 2] as i64, s[..r - 2].iter().product::<usize>() as i64);
+        let stride = home.batch.map_or(n * home.pitch, |(_, stride)| stride);
+        let mut offset = 0;
+        for &x in &cn.inputs {
+            let xn = g.ty(x).shape[r - 2] as i64;
+            if lone.contains(&x) {
+                self.layout.homes.insert(
+                    x,
+                    Home {
+                        rows: batches * xn,
+                        batch: (batches > 1).then_some((xn, stride)),
+                        first: offset * home.pitch,
+                        ..home.clone()
+                    },
+                );
+            }
+            offset += xn;
         }
     }
 
