@@ -91,12 +91,24 @@ fn directive_line(m: &Machine, p: &mut Program, line: &str) -> Result<(), AsmErr
                     ".{kind} takes NAME MEMORY @ADDR DTYPE [d0, d1, ...]"
                 )));
             };
-            // An optional trailing `batch ROWS STRIDE` (rows per batch,
-            // elements between batches), after an optional `pitch N`
-            // (elements between rows).
+            // An optional trailing `columns SKIP CHUNK STRIDE` (stored
+            // transposed, in chunks: `program::Columns`), after an optional
+            // `batch ROWS STRIDE` (rows per batch, elements between
+            // batches), after an optional `pitch N` (elements between rows).
             let number = |n: &str, what: &str| {
                 n.parse::<u64>()
                     .map_err(|_| AsmError(format!("`{n}` is not {what}")))
+            };
+            let (shape, columns) = match shape {
+                [rest @ .., kw, s, c, t] if *kw == "columns" => (
+                    rest,
+                    Some(crate::program::Columns {
+                        skip: number(s, "a number of columns")?,
+                        chunk: number(c, "a chunk length")?,
+                        stride: number(t, "a chunk stride")?,
+                    }),
+                ),
+                _ => (shape, None),
             };
             let (shape, batch) = match shape {
                 [rest @ .., kw, r, b] if *kw == "batch" => (
@@ -134,8 +146,22 @@ fn directive_line(m: &Machine, p: &mut Program, line: &str) -> Result<(), AsmErr
                 addr: target::asm::addr(addr)?,
                 pitch,
                 batch,
+                columns,
             };
-            if pitch != 0 && pitch < desc.row_len() {
+            if let Some(cs) = columns {
+                if desc.shape.len() < 2 || cs.chunk == 0 || cs.skip >= cs.chunk {
+                    return Err(AsmError(format!(
+                        "columns {} {} {}: a tensor stored transposed needs two dimensions, a chunk of at least one column, and fewer empty columns than a chunk",
+                        cs.skip, cs.chunk, cs.stride
+                    )));
+                }
+                if cs.stride < cs.chunk || (desc.rows() > 1 && pitch < cs.chunk) {
+                    return Err(AsmError(format!(
+                        "chunks of {} columns {} elements apart, rows {pitch} apart: chunks or rows overlap",
+                        cs.chunk, cs.stride
+                    )));
+                }
+            } else if pitch != 0 && pitch < desc.row_len() {
                 return Err(AsmError(format!(
                     "row pitch {pitch} is shorter than a row ({} elements)",
                     desc.row_len()
@@ -217,6 +243,9 @@ pub fn disassemble(isa: &dyn Isa, m: &Machine, p: &Program) -> Result<String, St
         };
         if let Some((rows, stride)) = t.batch {
             pitch.push_str(&format!(" batch {rows} {stride}"));
+        }
+        if let Some(cs) = t.columns {
+            pitch.push_str(&format!(" columns {} {} {}", cs.skip, cs.chunk, cs.stride));
         }
         format!(
             ".{kind} {} {} @{:#x} {} [{shape}]{pitch}\n",

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// The first bytes of every program file.
 pub const MAGIC: &[u8; 8] = b"TSRPROG\0";
 /// The format version this build writes and reads.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 const HEADER: usize = 8 + 4 + 8 + 4;
 
 /// A tensor the program reads or writes.
@@ -40,6 +40,36 @@ pub struct TensorDesc {
     /// memory that computes starts each head's rows aligned, and leaves
     /// room after them for the rows a step appends.
     pub batch: Option<(u64, u64)>,
+    /// Stored transposed, where `Some`: see [`Columns`]. `pitch` and
+    /// `batch` then describe the stored rows.
+    pub columns: Option<Columns>,
+}
+
+/// A tensor stored transposed, in chunks: each batch's matrix (the last two
+/// dimensions, `[n, d]`) is held as `d` stored rows of `n` elements, and
+/// each stored row in chunks of `chunk` elements, `stride` elements apart.
+/// Stored column `c` of a row lies `((c + skip) / chunk) * stride + (c +
+/// skip) % chunk` elements after the row's start. A value cache laid out
+/// for a memory that computes dot products with its rows (pim-dram's
+/// `mac`) is stored so: a row per channel, a chunk as long as one
+/// instruction's reduction, the `skip` leading columns left empty so the
+/// column a step appends starts a transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Columns {
+    /// Empty columns before the first.
+    pub skip: u64,
+    /// Columns in a chunk.
+    pub chunk: u64,
+    /// Elements from one chunk to the next.
+    pub stride: u64,
+}
+
+impl Columns {
+    /// Elements from a stored row's start to its column `c`.
+    pub fn offset(&self, c: u64) -> u64 {
+        let at = c + self.skip;
+        (at / self.chunk.max(1)) * self.stride + at % self.chunk.max(1)
+    }
 }
 
 impl TensorDesc {
@@ -48,15 +78,28 @@ impl TensorDesc {
         self.shape.iter().product::<u64>() * self.dtype.bytes()
     }
 
-    /// Elements in a row (the last dimension; 1 for scalars).
+    /// Elements in a stored row: the last dimension (1 for scalars), or
+    /// the one before it where stored transposed.
     pub fn row_len(&self) -> u64 {
-        self.shape.last().copied().unwrap_or(1)
+        match (self.columns, self.shape.len()) {
+            (Some(_), r) if r >= 2 => self.shape[r - 2],
+            _ => self.shape.last().copied().unwrap_or(1),
+        }
     }
 
-    /// Rows (the product of the leading dimensions).
+    /// Stored rows: the product of the leading dimensions, or of all but
+    /// the one before the last where stored transposed.
     pub fn rows(&self) -> u64 {
-        let n = self.shape.len().saturating_sub(1);
-        self.shape[..n].iter().product()
+        let r = self.shape.len();
+        match self.columns {
+            Some(_) if r >= 2 => self.shape[..r - 2].iter().product::<u64>() * self.shape[r - 1],
+            _ => self.shape[..r.saturating_sub(1)].iter().product(),
+        }
+    }
+
+    /// Elements from a stored row's start to its column `c`.
+    fn col_offset(&self, c: u64) -> u64 {
+        self.columns.map_or(c, |cs| cs.offset(c))
     }
 
     /// Elements from one row to the next.
@@ -80,13 +123,17 @@ impl TensorDesc {
     pub fn extent(&self) -> u64 {
         match self.rows() {
             0 => 0,
-            n => self.row_offset(n - 1) + self.row_len(),
+            n if self.row_len() == 0 => self.row_offset(n - 1),
+            n => self.row_offset(n - 1) + self.col_offset(self.row_len() - 1) + 1,
         }
     }
 
     /// Where each row's bytes go: `(address, offset in the dense bytes, length)`.
     pub fn row_spans(&self) -> Vec<(u64, usize, usize)> {
         let eb = self.dtype.bytes();
+        if self.columns.is_some() {
+            return self.element_spans();
+        }
         let len = (self.row_len() * eb) as usize;
         if self.row_pitch() == self.row_len() && self.batch.is_none() {
             return vec![(self.addr, 0, (self.rows() * self.row_len() * eb) as usize)];
@@ -94,6 +141,29 @@ impl TensorDesc {
         (0..self.rows())
             .map(|r| (self.addr + self.row_offset(r) * eb, r as usize * len, len))
             .collect()
+    }
+
+    /// [`Self::row_spans`] of a tensor stored transposed: one span per
+    /// element, dense offsets in the tensor's own (untransposed) order.
+    fn element_spans(&self) -> Vec<(u64, usize, usize)> {
+        let eb = self.dtype.bytes();
+        let r = self.shape.len();
+        if r < 2 {
+            return Vec::new();
+        }
+        let (n, d) = (self.shape[r - 2], self.shape[r - 1]);
+        let batches: u64 = self.shape[..r - 2].iter().product();
+        let mut out = Vec::with_capacity((batches * n * d) as usize);
+        for b in 0..batches {
+            for t in 0..n {
+                for j in 0..d {
+                    let at = self.row_offset(b * d + j) + self.col_offset(t);
+                    let dense = ((b * n + t) * d + j) * eb;
+                    out.push((self.addr + at * eb, dense as usize, eb as usize));
+                }
+            }
+        }
+        out
     }
 }
 

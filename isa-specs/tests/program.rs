@@ -26,6 +26,7 @@ fn sample() -> Program {
         addr: 0,
         pitch: 4,
         batch: None,
+        columns: None,
     });
     p.inputs.push(TensorDesc {
         name: "cache".into(),
@@ -35,8 +36,43 @@ fn sample() -> Program {
         addr: 128,
         pitch: 4,
         batch: Some((3, 16)),
+        columns: None,
+    });
+    p.outputs.push(TensorDesc {
+        name: "values".into(),
+        dtype: isa_specs::model::DType::Bf16,
+        shape: vec![2, 3, 2],
+        memory: "sram".into(),
+        addr: 512,
+        pitch: 4,
+        batch: Some((2, 32)),
+        columns: Some(isa_specs::program::Columns {
+            skip: 1,
+            chunk: 2,
+            stride: 8,
+        }),
     });
     p
+}
+
+/// Stored transposed in chunks: element `(b, t, j)` is stored row `b * 2 +
+/// j`, column `t`, the column one place on (`skip`) and two to a chunk.
+#[test]
+fn transposed_columns_are_placed_element_by_element() {
+    let t = sample().outputs[0].clone();
+    assert_eq!((t.rows(), t.row_len()), (4, 3));
+    let spans = t.row_spans();
+    assert_eq!(spans.len(), 12);
+    // Element (0, t, 0): stored row 0 at 0; columns 0, 1, 2 -> 1, 8, 9.
+    let at = |e: u64| 512 + 2 * e;
+    assert_eq!(spans[0], (at(1), 0, 2));
+    assert_eq!(spans[2], (at(8), 4, 2));
+    assert_eq!(spans[4], (at(9), 8, 2));
+    // Element (0, 0, 1): stored row 1, 4 elements on.
+    assert_eq!(spans[1], (at(5), 2, 2));
+    // Element (1, 2, 1): stored row 3 = batch 1 (32 on), row 1 (4 on), column 2 (9 on).
+    assert_eq!(spans[11], (at(32 + 4 + 9), 22, 2));
+    assert_eq!(t.extent(), 32 + 4 + 9 + 1);
 }
 
 /// Rows in batches: each batch's rows `pitch` apart, batches `stride` apart.

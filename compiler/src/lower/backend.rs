@@ -83,6 +83,7 @@ impl Lowerer<'_> {
                 addr: h.addr()? + h.first as u64 * h.dtype.bytes(),
                 pitch: if h.pitch == h.cols { 0 } else { h.pitch as u64 },
                 batch: h.batch.map(|(rows, stride)| (rows as u64, stride as u64)),
+                columns: h.columns,
             })
         };
         for v in &self.g.inputs {

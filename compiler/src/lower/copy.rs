@@ -348,6 +348,9 @@ impl Lowerer<'_> {
         let r = os.len();
         let ost = row_strides(&os);
         let dst = self.home_of(out)?;
+        if dst.columns.is_some() {
+            return self.append_columns(n, &dst);
+        }
         let base = (dst.mem, dst.base);
         // Rows in batches a whole number of rows apart (a layout a product
         // reads in place, `Lowerer::in_place_dot_homes`): row `t` of the
@@ -700,7 +703,7 @@ impl Lowerer<'_> {
     }
 
     /// Elements of `dt` per aligned step of transfers at home.
-    fn aligned_elems(&self, dt: isa_specs::model::DType) -> i64 {
+    pub(super) fn aligned_elems(&self, dt: isa_specs::model::DType) -> i64 {
         (self.info.home_align / dt.bytes().max(1)).max(1) as i64
     }
 

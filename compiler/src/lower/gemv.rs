@@ -766,6 +766,7 @@ impl Lowerer<'_> {
                 pitch: ip.pitch,
                 batch: (batches > 1).then_some((n, stride)),
                 first: 0,
+                columns: None,
             };
             // The cache input is written by the runner straight into its
             // rows (the cache lives there): the step only appends.
@@ -882,7 +883,7 @@ impl Lowerer<'_> {
     /// matrix run in ([`Self::vector_dots`]): the file of products of one
     /// row ([`Self::gemv_file`]), else a one-dimensional file of a float
     /// type with the product, the multiply-add and a sum of its lanes.
-    fn dots_file(&self) -> Option<RegFileId> {
+    pub(super) fn dots_file(&self) -> Option<RegFileId> {
         self.gemv_file().or_else(|| {
             let here = |f: RegFileId, ew: Ew| {
                 ops::ew_forms(&self.e, ew)

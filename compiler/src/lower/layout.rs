@@ -92,15 +92,21 @@ pub(super) struct Home {
     pub(super) batch: Option<(i64, i64)>,
     /// Elements before the first row: the columns a head view skips.
     pub(super) first: i64,
+    /// Stored transposed, in chunks of columns (a value cache laid out for
+    /// a memory that computes, [`Lowerer::in_place_column_homes`]):
+    /// `rows`, `cols`, `pitch` and `batch` describe the stored rows, and a
+    /// tile never spans two chunks.
+    pub(super) columns: Option<isa_specs::program::Columns>,
 }
 
 impl Home {
     pub(super) fn tile(&self, r: i64, c: i64, h: i64, w: i64) -> MemTile {
         let start = self.first
             + match self.batch {
-                Some((rows, stride)) => (r % rows) * self.pitch + (r / rows) * stride + c,
-                None => r * self.pitch + c,
-            };
+                Some((rows, stride)) => (r % rows) * self.pitch + (r / rows) * stride,
+                None => r * self.pitch,
+            }
+            + self.columns.map_or(c, |cs| cs.offset(c as u64) as i64);
         MemTile {
             mem: self.mem,
             dtype: self.dtype,
@@ -110,6 +116,20 @@ impl Home {
             cols: w,
             pitch: self.pitch,
             ready: None,
+        }
+    }
+
+    /// The tile of `h` rows from stored row `r` and `w` columns from the
+    /// start of chunk `chunk` (its empty columns included) of a home stored
+    /// transposed ([`Self::columns`]).
+    pub(super) fn chunk_tile(&self, r: i64, chunk: i64, h: i64, w: i64) -> MemTile {
+        let skip = self.columns.map_or(0, |cs| cs.skip as i64);
+        let stride = self.columns.map_or(0, |cs| cs.stride as i64);
+        let at = self.tile(r, 0, h, w);
+        MemTile {
+            offset: at.offset - (skip * self.dtype.bytes() as i64) as u64
+                + (chunk * stride) as u64 * self.dtype.bytes(),
+            ..at
         }
     }
 
@@ -346,6 +366,7 @@ impl Lowerer<'_> {
             pitch,
             batch: None,
             first: 0,
+            columns: None,
         }
     }
 
@@ -390,6 +411,7 @@ impl Lowerer<'_> {
             lives.insert(y, x);
         }
         self.in_place_dot_homes();
+        self.in_place_column_homes();
         let mut kept = self.residency(&lives)?;
         // Placed where a product reads them in place.
         kept.retain(|v, _| !self.layout.homes.contains_key(v));
@@ -487,6 +509,7 @@ impl Lowerer<'_> {
                             pitch: cols,
                             batch: None,
                             first: 0,
+                            columns: None,
                         },
                     );
                     continue;
@@ -666,6 +689,7 @@ impl Lowerer<'_> {
             pitch: t.pitch,
             batch: None,
             first: 0,
+            columns: None,
         }
     }
 

@@ -42,6 +42,7 @@
 //! and the generated tables.
 
 mod backend;
+mod columns;
 mod copy;
 pub mod emit;
 mod error;

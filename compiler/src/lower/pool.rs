@@ -309,6 +309,7 @@ impl Lowerer<'_> {
                     pitch,
                     batch: None,
                     first: 0,
+                    columns: None,
                 }
             })
             .collect()

@@ -347,6 +347,7 @@ impl Lowerer<'_> {
                 pitch: buf.pitch,
                 batch: None,
                 first: 0,
+                columns: None,
             };
             Ok((home, t))
         };
@@ -656,6 +657,7 @@ impl Lowerer<'_> {
                     pitch: buf.pitch,
                     batch: None,
                     first: 0,
+                    columns: None,
                 }))
             }
             _ => {

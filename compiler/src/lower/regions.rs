@@ -693,6 +693,17 @@ impl Lowerer<'_> {
                 }
             }
         }
+        // One row (per batch) by values stored transposed where a
+        // memory computes (`Lowerer::in_place_column_homes`): no other way
+        // reads them.
+        if self
+            .layout
+            .homes
+            .get(&root.inputs[1])
+            .is_some_and(|h| h.columns.is_some())
+        {
+            return self.dots_in_columns(root, &plan, out, &out_home);
+        }
         // One row (per batch) by a matrix: on the vector unit where it can.
         {
             let attempt = self.attempt();

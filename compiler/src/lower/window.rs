@@ -184,7 +184,7 @@ impl Lowerer<'_> {
     }
 
     /// A `rows` x `cols` block of `value` at home, in `dt` (cached).
-    fn fill_block(&mut self, value: f64, rows: i64, cols: i64, dt: DType) -> MemTile {
+    pub(super) fn fill_block(&mut self, value: f64, rows: i64, cols: i64, dt: DType) -> MemTile {
         let key = super::PackKey::Fill {
             bits: value.to_bits(),
             rows,
