@@ -191,7 +191,11 @@ fn a_cache_joined_with_the_new_row_is_appended_to_on_every_target() {
         // or, where the join fits on chip (simd-dsp, vliw-systolic), kept
         // there.
         let pitch = desc.row_pitch();
-        if c.kept_on_chip == 0 {
+        if desc.columns.is_some() {
+            // Stored transposed where the banks compute (see
+            // `pim_dram_reads_the_value_cache_in_its_banks_and_only_appends`).
+            assert_eq!(t.name(), "pim-dram");
+        } else if c.kept_on_chip == 0 {
             assert_eq!(
                 desc.batch,
                 Some((past as u64, (past as u64 + 1) * pitch)),
@@ -217,6 +221,84 @@ fn a_cache_joined_with_the_new_row_is_appended_to_on_every_target() {
             .expect("input");
         assert_eq!(desc.batch, None, "{}", t.name());
     }
+}
+
+/// The values in pim-dram's banks: each channel of a head is a bank row of
+/// cached values (chunks of 1024, a stripe apart), the step appends one
+/// column per head, and `p · V` is one all-bank MAC per head and chunk.
+/// Cache lengths around the chunk and the transfer alignment: the empty
+/// columns before the first (`skip`) make the appended one start a
+/// transfer.
+#[test]
+fn pim_dram_reads_the_value_cache_in_its_banks_and_only_appends() {
+    let t = targets::by_name("pim-dram").expect("target");
+    let m = t.machine();
+    let count = |c: &compiler::lower::Compiled, name: &str| {
+        let i = m
+            .instructions
+            .iter()
+            .position(|i| i.name == name)
+            .expect("an instruction of pim-dram");
+        c.insts.iter().filter(|x| x.inst.index() == i).count()
+    };
+    let d = 64;
+    for (heads, past, skip) in [
+        (2, 200, 8),
+        (1, 1023, 1),
+        (2, 1024, 0),
+        (1, 1500, 4),
+        (1, 5, 11),
+    ] {
+        let mut g = context_after_append(heads, past, d);
+        let all = g.nodes[0].outputs[0];
+        g.outputs.push(all);
+        let all_name = g.values[all.index()].name.clone();
+        let c = compiler::lower::compile(t, m, &g).expect("compiles");
+        let chunks = (skip + past + 1).div_ceil(1024);
+        assert_eq!(count(&c, "mac"), heads * chunks, "cache of {past}");
+        // The append: one column transfer per head; no copy of the cache.
+        assert_eq!(count(&c, "dmast"), heads, "cache of {past}");
+        let stripe = 512 * 1024;
+        let want = isa_specs::program::Columns {
+            skip: skip as u64,
+            chunk: 1024,
+            stride: stripe,
+        };
+        for (name, list, n) in [
+            ("past_v", &c.program.inputs, past),
+            (all_name.as_str(), &c.program.outputs, past + 1),
+        ] {
+            let desc = list.iter().find(|x| x.name == name).expect(name);
+            assert_eq!(desc.columns, Some(want), "{name} of {past}");
+            assert_eq!(desc.shape, [1, heads as u64, n as u64, d as u64]);
+            assert_eq!(desc.pitch, 1024);
+            assert_eq!(desc.dtype, isa_specs::model::DType::Bf16);
+            if heads > 1 {
+                assert_eq!(desc.batch, Some((d as u64, chunks as u64 * stripe)));
+            }
+        }
+        let text = isa_specs::assembly::disassemble(t.isa(), m, &c.program).expect("disassembles");
+        assert!(
+            text.contains(&format!("columns {skip} 1024 {stripe}")),
+            "{text:.400}"
+        );
+        let back = isa_specs::assembly::assemble(t.isa(), m, "decode.s", &text).expect("assembles");
+        assert_eq!(back.outputs, c.program.outputs);
+        let r = onnx_util::run_checked("pim-dram", &g);
+        assert!(
+            r.checks.iter().all(|c| c.ok),
+            "cache of {past}: {:?}",
+            r.checks
+        );
+    }
+    // Without it, the values are read by the controller.
+    let g = context_after_append(1, 200, d);
+    let opts = compiler::lower::Options {
+        in_place_rows: false,
+        ..Default::default()
+    };
+    let c = compiler::lower::compile_with(t, m, &g, opts).expect("compiles");
+    assert_eq!(count(&c, "mac"), 0);
 }
 
 /// Exporters also return the cache with the new key (`present`): the

@@ -155,7 +155,7 @@ fn directive_line(m: &Machine, p: &mut Program, line: &str) -> Result<(), AsmErr
                         cs.skip, cs.chunk, cs.stride
                     )));
                 }
-                if cs.stride < cs.chunk || (desc.rows() > 1 && pitch < cs.chunk) {
+                if cs.stride < cs.chunk || (desc.rows() > 1 && desc.row_pitch() < cs.chunk) {
                     return Err(AsmError(format!(
                         "chunks of {} columns {} elements apart, rows {pitch} apart: chunks or rows overlap",
                         cs.chunk, cs.stride

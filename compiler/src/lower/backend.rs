@@ -81,7 +81,11 @@ impl Lowerer<'_> {
                 shape: self.g.ty(v).shape.iter().map(|d| *d as u64).collect(),
                 memory: home_name.clone(),
                 addr: h.addr()? + h.first as u64 * h.dtype.bytes(),
-                pitch: if h.pitch == h.cols { 0 } else { h.pitch as u64 },
+                pitch: if h.pitch == h.cols && h.columns.is_none() {
+                    0
+                } else {
+                    h.pitch as u64
+                },
                 batch: h.batch.map(|(rows, stride)| (rows as u64, stride as u64)),
                 columns: h.columns,
             })

@@ -1,5 +1,6 @@
 //! Products of one row by a matrix whose columns lie at home as the rows a
-//! computing memory reads (`Options::in_place_rows`).
+//! computing memory reads (`Options::in_place_rows` and
+//! `Options::append_in_place`).
 //!
 //! A decode step's context is `p · V` per head: one row of probabilities
 //! by the value cache, `[T, D]`. A memory that computes one dot product
@@ -68,7 +69,8 @@ impl Lowerer<'_> {
     /// columns of the join's), which the runner writes in place.
     pub(super) fn in_place_column_homes(&mut self) {
         let g = self.g;
-        if !self.opts.in_place_rows {
+        // The layout appends in place: off with either option.
+        if !self.opts.in_place_rows || !self.opts.append_in_place {
             return;
         }
         let mut form = None;
@@ -99,9 +101,8 @@ impl Lowerer<'_> {
             if readers.is_empty()
                 || !readers.iter().all(one_row_by_v)
                 || g.ty(new).shape[r - 2] != 1
-                || g.inputs.contains(&new)
                 || g.constants.contains_key(&new)
-                || self.joined_inputs(cn) != [cache]
+                || !self.joined_inputs(cn).contains(&cache)
             {
                 continue;
             }
@@ -123,7 +124,8 @@ impl Lowerer<'_> {
             let chunks = cdiv(t + skip, cf.chunk);
             let chunk_stride = rup(d, ip.rows) * ip.pitch;
             let batch_stride = chunks * chunk_stride;
-            let addr = self.alloc_home((batches * batch_stride) as u64 * ip.dtype.bytes(), ip.align);
+            let addr =
+                self.alloc_home((batches * batch_stride) as u64 * ip.dtype.bytes(), ip.align);
             let home = Home {
                 mem: self.info.home,
                 base: super::emit::Base::Fixed(addr),
@@ -268,8 +270,13 @@ impl Lowerer<'_> {
                 return Ok(());
             }
             let z = l.fill_block(0.0, 1, cols, vh.dtype);
-            l.e.to_loc(Val::Mem(z), into, Some(&stage.view(0, at, 1, cols)), Pad::Dense)
-                .map_err(err)?;
+            l.e.to_loc(
+                Val::Mem(z),
+                into,
+                Some(&stage.view(0, at, 1, cols)),
+                Pad::Dense,
+            )
+            .map_err(err)?;
             Ok(())
         };
         for bi in 0..batches {
@@ -285,7 +292,12 @@ impl Lowerer<'_> {
             };
             zeros(self, skip, 0)?;
             self.e
-                .to_loc(Val::Mem(xt), into, Some(&stage.view(0, skip, 1, t)), Pad::Dense)
+                .to_loc(
+                    Val::Mem(xt),
+                    into,
+                    Some(&stage.view(0, skip, 1, t)),
+                    Pad::Dense,
+                )
                 .map_err(err)?;
             // After `p`: its last stores may write whole registers past it.
             zeros(self, tail, used)?;
