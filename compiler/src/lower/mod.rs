@@ -312,7 +312,7 @@ fn canon_for(
     let act = activation_dtype(m, &info)?;
     let caps = canon::Caps {
         min_reduction: !reduce::forms(&probe, crate::ir::ReduceKind::Min).is_empty(),
-        lane_broadcast: opts.broadcast_rows && !ops::lane_broadcast_files(&probe).is_empty(),
+        lane_broadcast: opts.broadcast_rows && !ops::row_broadcast_files(&probe).is_empty(),
         row_chunk: ops::lane_broadcast_files(&probe)
             .first()
             .filter(|_| opts.fuse_rows && opts.broadcast_rows && opts.skip_masked)

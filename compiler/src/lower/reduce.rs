@@ -544,6 +544,10 @@ impl Lowerer<'_> {
         let Val::Reg(col) = self.reduce_reg(f, kind, x, h, w, (gr, gc)).map_err(err)? else {
             return Err(err("a row reduction left no register"));
         };
+        // Into a scalar register (pim-dram's `vredsum`): broadcast from there.
+        if col.file != x.file && self.e.m.regfiles[col.file.index()].shape.is_empty() {
+            return ops::broadcast_scalar(&mut self.e, &col, x.file, wb).map_err(err);
+        }
         ops::broadcast_lanes(&mut self.e, &col, (gr, gc), h, wb).map_err(err)
     }
 

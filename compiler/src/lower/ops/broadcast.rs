@@ -286,6 +286,188 @@ pub fn splat(e: &mut Emitter, file: isa_specs::model::RegFileId, v: f64) -> Resu
     }))
 }
 
+/// The scalar register file a one-dimensional float file `file` broadcasts
+/// from (`d[i] = s`, pim-dram's `vbcast`), of the same type: a row result
+/// in memory reaches every lane through it (a scalar load, a broadcast)
+/// where the file has no broadcast of its own lanes.
+pub fn scalar_broadcast_file(
+    e: &Emitter,
+    file: isa_specs::model::RegFileId,
+) -> Option<isa_specs::model::RegFileId> {
+    let f = &e.m.regfiles[file.index()];
+    if f.shape.len() != 1 || !f.dtype.is_float() {
+        return None;
+    }
+    let gc = f.shape[0].value;
+    (0..e.m.regfiles.len())
+        .map(|i| isa_specs::model::RegFileId(i as u32))
+        .find(|&sf| {
+            let s = &e.m.regfiles[sf.index()];
+            if !s.shape.is_empty() || s.dtype != f.dtype {
+                return false;
+            }
+            let (op, _) = scalar_broadcast_op(file, sf, f.dtype, (0, 0), gc);
+            !e.isa.match_op(e.m, &op).is_empty()
+        })
+}
+
+/// `d[i] = s` over `w` lanes of register `d` of `file` from register `s` of
+/// scalar file `sf`.
+fn scalar_broadcast_op(
+    file: isa_specs::model::RegFileId,
+    sf: isa_specs::model::RegFileId,
+    dtype: DType,
+    (d, s): (u32, u32),
+    w: i64,
+) -> (TileOp, [Ref; 2]) {
+    let (dt, dr) = Emitter::reg_tensor(file, dtype, d, vec![w]);
+    let (st, sr) = Emitter::reg_tensor(sf, dtype, s, Vec::new());
+    let op = TileOp {
+        tensors: vec![dt, st],
+        extents: vec![w],
+        target: TileAccess {
+            tensor: 0,
+            indices: vec![ix(0)],
+        },
+        op: AssignOp::Set,
+        value: TileExpr::Access(TileAccess {
+            tensor: 1,
+            indices: Vec::new(),
+        }),
+    };
+    (op, [dr, sr])
+}
+
+/// Scalar register `s` (of a scalar file) in the first `w` lanes of a new
+/// register of one-dimensional `file` ([`scalar_broadcast_file`]).
+pub fn broadcast_scalar(
+    e: &mut Emitter,
+    s: &RegTile,
+    file: isa_specs::model::RegFileId,
+    w: i64,
+) -> Result<RegTile, String> {
+    let f = &e.m.regfiles[file.index()];
+    let (dtype, gc) = (f.dtype, f.shape.first().map_or(1, |d| d.value));
+    let d = e.vreg(file);
+    let mut last = String::new();
+    for width in [gc, w] {
+        let (op, refs) = scalar_broadcast_op(file, s.file, dtype, (d, s.reg), width);
+        match e.emit(&op, &refs, None) {
+            Ok(_) => {
+                return Ok(RegTile {
+                    file,
+                    dtype,
+                    reg: d,
+                    rows: 1,
+                    cols: w,
+                });
+            }
+            Err(err) => last = err,
+        }
+    }
+    Err(format!(
+        "cannot broadcast a scalar register into `{}`: {last}",
+        e.m.regfiles[file.index()].name
+    ))
+}
+
+/// Row result `t` (`h` x 1, in memory) in every lane of a register of the
+/// file at `loc` (`h` x `w` used): loaded and broadcast along the lanes
+/// ([`broadcast_lanes`]), or, for one row in a file without that, loaded
+/// into a scalar register and broadcast from there ([`broadcast_scalar`]).
+pub fn broadcast_column(
+    e: &mut Emitter,
+    t: &MemTile,
+    loc: Loc,
+    (gr, gc): (i64, i64),
+    h: i64,
+    w: i64,
+) -> Result<RegTile, String> {
+    let Place::Reg(file) = loc.place else {
+        return Err("a row result broadcast outside the registers".to_owned());
+    };
+    if !lane_broadcast_files(e).contains(&file)
+        && h == 1
+        && let Some(sf) = scalar_broadcast_file(e, file)
+    {
+        let s = load_scalar(e, sf, &t.view(0, 0, 1, 1))?;
+        return broadcast_scalar(e, &s, file, w);
+    }
+    let Val::Reg(a) = e.to_loc(Val::Mem(t.view(0, 0, h, 1)), loc, None, Pad::Dense)? else {
+        return Err("a row result did not land in a register".to_owned());
+    };
+    broadcast_lanes(e, &a, (gr, gc), h, w)
+}
+
+/// Element `t` (one element in memory) in a new register of scalar file
+/// `sf`: a scalar load, from the memory that load reads (the element is
+/// first brought there if it is elsewhere).
+pub fn load_scalar(
+    e: &mut Emitter,
+    sf: isa_specs::model::RegFileId,
+    t: &MemTile,
+) -> Result<RegTile, String> {
+    let dtype = e.m.regfiles[sf.index()].dtype;
+    let probe = load_op(vec![
+        scalar_tensor(sf, dtype),
+        TileTensor {
+            dtype,
+            shape: vec![1],
+            place: TilePlace::Imm(0),
+        },
+    ]);
+    let src = e
+        .isa
+        .match_op(e.m, &probe)
+        .into_iter()
+        .find_map(|(id, b)| {
+            let oi = b.operand.iter().position(|x| *x == Some(1))?;
+            operand_loc(e.m, id, oi).filter(|l| l.dtype == dtype && matches!(l.place, Place::Mem(_)))
+        })
+        .ok_or_else(|| {
+            format!(
+                "no load of one {} into `{}`",
+                dtype.name(),
+                e.m.regfiles[sf.index()].name
+            )
+        })?;
+    let at = if t.loc() == src {
+        t.clone()
+    } else {
+        match e.to_loc(Val::Mem(t.clone()), src, None, Pad::Dense)? {
+            Val::Mem(m) => m,
+            _ => return Err("an element staged outside memory".to_owned()),
+        }
+    };
+    // Read only once its transfer has landed.
+    e.ready(&at)?;
+    let s = e.vreg(sf);
+    let (st, sr) = Emitter::reg_tensor(sf, dtype, s, Vec::new());
+    let (xt, xr) = Emitter::mem_tensor(&at, vec![1]);
+    e.emit(&load_op(vec![st, xt]), &[sr, xr], None)?;
+    Ok(RegTile {
+        file: sf,
+        dtype,
+        reg: s,
+        rows: 1,
+        cols: 1,
+    })
+}
+
+/// Register files a row result can be broadcast along the lanes of:
+/// [`lane_broadcast_files`], and one-dimensional files with a broadcast
+/// from a scalar file ([`broadcast_column`]).
+pub fn row_broadcast_files(e: &Emitter) -> Vec<isa_specs::model::RegFileId> {
+    let mut files = lane_broadcast_files(e);
+    for i in 0..e.m.regfiles.len() {
+        let f = isa_specs::model::RegFileId(i as u32);
+        if !files.contains(&f) && scalar_broadcast_file(e, f).is_some() {
+            files.push(f);
+        }
+    }
+    files
+}
+
 /// Register files of the machine that can broadcast the first lane of a row
 /// to every lane ([`broadcast_lanes`]).
 pub fn lane_broadcast_files(e: &Emitter) -> Vec<isa_specs::model::RegFileId> {

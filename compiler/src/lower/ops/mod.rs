@@ -430,20 +430,9 @@ fn reg_chain(
         // Row results broadcast along the lanes, once per block of rows.
         let wide = |e: &mut Emitter, m: &Option<Val>| -> Result<Option<Val>, String> {
             match m {
-                Some(Val::Mem(t)) if narrow(&Val::Mem(t.clone())) => {
-                    let Val::Reg(a) =
-                        e.to_loc(Val::Mem(t.view(r, 0, h, 1)), loc, None, Pad::Dense)?
-                    else {
-                        return Err("a row result did not land in a register".to_owned());
-                    };
-                    Ok(Some(Val::Reg(broadcast_lanes(
-                        e,
-                        &a,
-                        (gr, gc),
-                        h,
-                        gc.min(cols),
-                    )?)))
-                }
+                Some(Val::Mem(t)) if narrow(&Val::Mem(t.clone())) => Ok(Some(Val::Reg(
+                    broadcast_column(e, &t.view(r, 0, h, 1), loc, (gr, gc), h, gc.min(cols))?,
+                ))),
                 _ => Ok(None),
             }
         };
