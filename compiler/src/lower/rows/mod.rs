@@ -326,7 +326,7 @@ impl Lowerer<'_> {
             .iter()
             .any(|&k| row_reduce(g, &g.nodes[k]).is_some());
         let mut out = Vec::new();
-        for file in ops::lane_broadcast_files(&self.e) {
+        for file in ops::row_broadcast_files(&self.e) {
             let Some(plan) = self.row_plan(grp, file) else {
                 continue;
             };
@@ -779,21 +779,16 @@ impl Lowerer<'_> {
                                     .get(v)
                                     .cloned()
                                     .ok_or_else(|| err("operand without a home"))?;
-                                let Val::Reg(x) = self
-                                    .e
-                                    .to_loc(
-                                        Val::Mem(home.tile(b.row0, 0, h, 1)),
-                                        b.reg,
-                                        None,
-                                        Pad::Dense,
-                                    )
-                                    .map_err(err)?
-                                else {
-                                    return Err(err("a row result did not land in a register"));
-                                };
                                 vec![
-                                    ops::broadcast_lanes(&mut self.e, &x, (b.gr, gc), h, wb)
-                                        .map_err(err)?,
+                                    ops::broadcast_column(
+                                        &mut self.e,
+                                        &home.tile(b.row0, 0, h, 1),
+                                        b.reg,
+                                        (b.gr, gc),
+                                        h,
+                                        wb,
+                                    )
+                                    .map_err(err)?,
                                 ]
                             }
                             // Loaded chunk by chunk where they are used, below.
