@@ -335,13 +335,15 @@ declare_options! {
     append_in_place: AppendInPlace, "no-append-in-place",
         "Copy a cache joined with the new rows (`Concat(past, new)`) into a fresh tensor every step, instead of having the runner write the cache into its rows of the result so that the step only appends.";
     /// A product of one row by the rows of a matrix (a decode step's
-    /// attention scores against its key cache) runs where the matrix lies
-    /// at home, on a machine that computes in its home memory (pim-dram's
-    /// `mac` over one DRAM row per bank): the matrix is written in the
-    /// layout that instruction reads (`Lowerer::in_place_dot_homes`), and
-    /// each instruction gives one result per row it reads.
+    /// attention scores against its key cache), or by a matrix whose
+    /// columns are stored as rows (its context against the value cache),
+    /// runs where the matrix lies at home, on a machine that computes in
+    /// its home memory (pim-dram's `mac` over one DRAM row per bank): the
+    /// matrix is written in the layout that instruction reads
+    /// (`Lowerer::in_place_dot_homes`, `Lowerer::in_place_column_homes`),
+    /// and each instruction gives one result per row it reads.
     in_place_rows: InPlaceRows, "no-in-place-rows",
-        "Compute a product of one row by the rows of a computed matrix (attention's scores against the key cache) on the controller's vector unit, instead of where the matrix lies in a memory that computes (pim-dram's banks), written there in the layout its instruction reads.";
+        "Compute a product of one row by a computed matrix (attention's scores against the key cache, its context against the value cache) on the controller's vector unit, instead of where the matrix lies in a memory that computes (pim-dram's banks), written there in the layout its instruction reads.";
     /// An element-wise operation the machine has no instruction for is
     /// computed from those it has, by the identities of instruction
     /// selection ([`crate::passes::select`]: `sqrt(x) = 1/rsqrt(x)`,

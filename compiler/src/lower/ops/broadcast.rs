@@ -422,7 +422,8 @@ pub fn load_scalar(
         .into_iter()
         .find_map(|(id, b)| {
             let oi = b.operand.iter().position(|x| *x == Some(1))?;
-            operand_loc(e.m, id, oi).filter(|l| l.dtype == dtype && matches!(l.place, Place::Mem(_)))
+            operand_loc(e.m, id, oi)
+                .filter(|l| l.dtype == dtype && matches!(l.place, Place::Mem(_)))
         })
         .ok_or_else(|| {
             format!(
