@@ -650,12 +650,20 @@ fn issue<T: SimIsa>(
         match a.place {
             Place::Mem { mem, span } => {
                 let x = &m.memories[mem];
+                // A unit computing inside the memory reads and writes it
+                // without crossing its interface: the instruction's own
+                // energy is the access's (pim-dram's `mac`).
+                let inside = x.compute.iter().any(|c| c.index() == u);
                 if a.write {
                     e.bytes_written[mem] += a.bytes;
-                    e.access_energy += a.bytes as f64 * x.write_energy.value;
+                    if !inside {
+                        e.access_energy += a.bytes as f64 * x.write_energy.value;
+                    }
                 } else {
                     e.bytes_read[mem] += a.bytes;
-                    e.access_energy += a.bytes as f64 * x.read_energy.value;
+                    if !inside {
+                        e.access_energy += a.bytes as f64 * x.read_energy.value;
+                    }
                 }
                 if unit.asynchronous {
                     e.inflight.push(InFlight {
