@@ -331,3 +331,46 @@ fn the_appended_key_cache_can_be_an_output_and_stays_in_the_banks() {
     let r = onnx_util::run_checked("pim-dram", &g);
     assert_eq!(r.checks.len(), 2);
 }
+
+/// A row reduction over rows wider than one transfer takes (1025 scores
+/// against pim-dram's 1024-element DMA) is staged on chip in pieces of
+/// columns and its whole registers combined before one reduction across
+/// the lanes, not reduced register by register from home.
+#[test]
+fn rows_wider_than_a_transfer_are_staged_in_pieces_and_reduced_once() {
+    let (rows, cols) = (4, 1025);
+    let mut g = Graph::default();
+    let x = g.add_value(
+        "x",
+        TensorType {
+            elem: ElemType::F32,
+            shape: vec![rows, cols],
+        },
+    );
+    g.inputs.push(x);
+    let y = g
+        .add_node(
+            "max",
+            Op::Reduce {
+                kind: compiler::ir::ReduceKind::Max,
+                axes: vec![1],
+                keepdims: true,
+            },
+            vec![x],
+        )
+        .expect("typed")[0];
+    g.outputs.push(y);
+    let t = targets::by_name("pim-dram").expect("target");
+    let m = t.machine();
+    let c = compiler::lower::compile(t, m, &g).expect("compiles");
+    let red = m
+        .instructions
+        .iter()
+        .position(|i| i.name == "vredmax")
+        .expect("pim-dram's lane maximum");
+    let n = c.insts.iter().filter(|i| i.inst.index() == red).count();
+    // The 16 whole registers of a row in one reduction, the last element in another.
+    assert!(n <= 2 * rows, "{n} lane reductions for {rows} rows");
+    let r = onnx_util::run_checked("pim-dram", &g);
+    assert!(r.checks.iter().all(|c| c.ok));
+}

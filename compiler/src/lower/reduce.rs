@@ -282,7 +282,7 @@ impl Lowerer<'_> {
         // (a machine without a copy between on-chip tiles), from home.
         let cp = self.e.checkpoint();
         if let Some(staged) = self.stage_whole(src)? {
-            match self.reduce_rows(f, kind, &staged, dst, 0) {
+            match self.reduce_rows(f, kind, &staged, dst, 0, Some(src)) {
                 Ok(()) => return Ok(()),
                 Err(_) => self.e.rollback(cp),
             }
@@ -295,7 +295,7 @@ impl Lowerer<'_> {
                 Err(_) => self.e.rollback(cp),
             }
         }
-        self.reduce_rows(f, kind, src, dst, 0)
+        self.reduce_rows(f, kind, src, dst, 0, None)
     }
 
     /// [`Self::reduce_rows`] over bands of rows of `src` (at home, too
@@ -358,14 +358,17 @@ impl Lowerer<'_> {
                 next = Some(stage(self, r + band)?);
             }
             self.e.ready(&t).map_err(err)?;
-            self.reduce_rows(f, kind, &home, dst, r)?;
+            self.reduce_rows(f, kind, &home, dst, r, Some(src))?;
             r += band;
         }
         Ok(true)
     }
 
     /// The row-block loop of [`Self::reduce_with`], reading `src` where it
-    /// is, writing its row `i` to row `at + i` of `dst`.
+    /// is, writing its row `i` to row `at + i` of `dst`. Where `src` is a
+    /// copy on chip of `home` (from its row `at`), chunks short of a whole
+    /// register are read from `home`: they land over the reduction's
+    /// identity, which a copy within the chip may not be able to do.
     fn reduce_rows(
         &mut self,
         f: &Form,
@@ -373,8 +376,9 @@ impl Lowerer<'_> {
         src: &super::Home,
         dst: &super::Home,
         at: i64,
+        home: Option<&super::Home>,
     ) -> Result<(), LowerError> {
-        let home = dst.mem;
+        let dst_mem = dst.mem;
         let (gr, gc) = match f.src.place {
             Place::Reg(file) => self.e.granule(file),
             Place::Mem(_) => (256, 512),
@@ -402,7 +406,10 @@ impl Lowerer<'_> {
             };
             while c < src.cols {
                 let w = gc.min(src.cols - c);
-                let tile = src.tile(r, c, h, w);
+                let tile = match home {
+                    Some(x) if w < gc => x.tile(at + r, c, h, w),
+                    _ => src.tile(r, c, h, w),
+                };
                 let part = self.reduce_chunk(f, kind, tile, gr, gc).map_err(err)?;
                 acc = Some(match acc {
                     None => part,
@@ -441,7 +448,7 @@ impl Lowerer<'_> {
                 .map_err(err)?;
             }
             let to = Loc {
-                place: Place::Mem(home),
+                place: Place::Mem(dst_mem),
                 dtype: dst.dtype,
             };
             let d = dst.tile(at + r, 0, h, 1);
@@ -513,7 +520,12 @@ impl Lowerer<'_> {
                 regs = next;
             }
             let x = regs.pop().ok_or("no chunk")?;
-            self.reduce_reg(f, kind, &x, h, gc, (gr, gc))
+            let v = self.reduce_reg(f, kind, &x, h, gc, (gr, gc))?;
+            match v {
+                // Scalars do not move like tiles: broadcast into the operand's file.
+                Val::Reg(s) if f.shape == Shape::Scalar => self.splat(s, file, gc),
+                v => Ok(v),
+            }
         })();
         match attempt {
             Ok(v) => Ok(Some(v)),
@@ -643,15 +655,14 @@ impl Lowerer<'_> {
         let buf = self
             .e
             .buffer_padded(lm, land.dtype, src.rows, src.cols, Pad::Aligned);
-        let moved = self.e.to_loc(
-            Val::Mem(src.tile(0, 0, src.rows, src.cols)),
-            land,
-            Some(&buf),
-            Pad::Dense,
-        );
+        // In pieces of columns where one transfer does not take a whole
+        // row (1025 scores against pim-dram's 1024-element transfers).
+        let moved = self.stage_pieces(&src.tile(0, 0, src.rows, src.cols), land, &buf);
         match moved {
-            Ok(Val::Mem(t)) => {
-                self.e.ready(&t).map_err(err)?;
+            Ok((_, pending)) => {
+                for t in &pending {
+                    self.e.ready(t).map_err(err)?;
+                }
                 Ok(Some(super::Home {
                     mem: lm,
                     base: buf.base,
@@ -664,8 +675,8 @@ impl Lowerer<'_> {
                     columns: None,
                 }))
             }
-            _ => {
-                // Not in one piece: read from home as before.
+            Err(_) => {
+                // Not even in pieces: read from home as before.
                 self.e.rollback(cp);
                 Ok(None)
             }
