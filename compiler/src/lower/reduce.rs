@@ -278,10 +278,13 @@ impl Lowerer<'_> {
         src: &super::Home,
         dst: &super::Home,
     ) -> Result<(), LowerError> {
-        // Staged on chip first; where the chunks cannot be read from there
-        // (a machine without a copy between on-chip tiles), from home.
+        // Staged on chip first, in one transfer; else in bands of rows,
+        // each transfer overlapping the reduction of the band before; else
+        // (rows wider than one transfer takes) whole, in pieces of
+        // columns. Where the chunks cannot be read from there (a machine
+        // without a copy between on-chip tiles), from home.
         let cp = self.e.checkpoint();
-        if let Some(staged) = self.stage_whole(src)? {
+        if let Some(staged) = self.stage_whole(src, false)? {
             match self.reduce_rows(f, kind, &staged, dst, 0, Some(src)) {
                 Ok(()) => return Ok(()),
                 Err(_) => self.e.rollback(cp),
@@ -292,6 +295,13 @@ impl Lowerer<'_> {
             match self.reduce_bands(f, kind, src, dst) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
+                Err(_) => self.e.rollback(cp),
+            }
+        }
+        let cp = self.e.checkpoint();
+        if let Some(staged) = self.stage_whole(src, true)? {
+            match self.reduce_rows(f, kind, &staged, dst, 0, Some(src)) {
+                Ok(()) => return Ok(()),
                 Err(_) => self.e.rollback(cp),
             }
         }
@@ -366,9 +376,10 @@ impl Lowerer<'_> {
 
     /// The row-block loop of [`Self::reduce_with`], reading `src` where it
     /// is, writing its row `i` to row `at + i` of `dst`. Where `src` is a
-    /// copy on chip of `home` (from its row `at`), chunks short of a whole
-    /// register are read from `home`: they land over the reduction's
-    /// identity, which a copy within the chip may not be able to do.
+    /// copy on chip of `home` (from its row `at`), a chunk that cannot be
+    /// reduced from there (short of a whole register, it lands over the
+    /// reduction's identity, which a machine without a copy within the chip
+    /// cannot do) is read from `home`.
     fn reduce_rows(
         &mut self,
         f: &Form,
@@ -406,11 +417,16 @@ impl Lowerer<'_> {
             };
             while c < src.cols {
                 let w = gc.min(src.cols - c);
-                let tile = match home {
-                    Some(x) if w < gc => x.tile(at + r, c, h, w),
-                    _ => src.tile(r, c, h, w),
+                let part = match (
+                    self.reduce_chunk(f, kind, src.tile(r, c, h, w), gr, gc),
+                    home,
+                ) {
+                    (Ok(p), _) => p,
+                    (Err(_), Some(x)) => self
+                        .reduce_chunk(f, kind, x.tile(at + r, c, h, w), gr, gc)
+                        .map_err(err)?,
+                    (Err(e), None) => return Err(err(e)),
                 };
-                let part = self.reduce_chunk(f, kind, tile, gr, gc).map_err(err)?;
                 acc = Some(match acc {
                     None => part,
                     Some(a) => ops::chain(
@@ -634,11 +650,17 @@ impl Lowerer<'_> {
         Err(last)
     }
 
-    /// The whole of `src` (at home) brought on chip in one transfer and
-    /// waited for, when run staging is on and it takes at most a quarter of
-    /// the memory tiles land in: the row blocks then read it there instead
-    /// of each waiting for its own transfer from home.
-    fn stage_whole(&mut self, src: &super::Home) -> Result<Option<super::Home>, LowerError> {
+    /// The whole of `src` (at home) brought on chip in one transfer (or,
+    /// with `pieces`, in pieces of columns where one transfer does not take
+    /// a whole row: 1025 scores against pim-dram's 1024-element transfers)
+    /// and waited for, when run staging is on and it takes at most a
+    /// quarter of the memory tiles land in: the row blocks then read it
+    /// there instead of each waiting for its own transfer from home.
+    fn stage_whole(
+        &mut self,
+        src: &super::Home,
+        pieces: bool,
+    ) -> Result<Option<super::Home>, LowerError> {
         if !self.opts.stage_runs || src.mem != self.info.home || src.rows == 0 || src.cols == 0 {
             return Ok(None);
         }
@@ -655,11 +677,18 @@ impl Lowerer<'_> {
         let buf = self
             .e
             .buffer_padded(lm, land.dtype, src.rows, src.cols, Pad::Aligned);
-        // In pieces of columns where one transfer does not take a whole
-        // row (1025 scores against pim-dram's 1024-element transfers).
-        let moved = self.stage_pieces(&src.tile(0, 0, src.rows, src.cols), land, &buf);
+        let whole = src.tile(0, 0, src.rows, src.cols);
+        let moved = if pieces {
+            self.stage_pieces(&whole, land, &buf)
+                .map(|(_, pending)| pending)
+        } else {
+            match self.e.to_loc(Val::Mem(whole), land, Some(&buf), Pad::Dense) {
+                Ok(Val::Mem(t)) => Ok(vec![t]),
+                _ => Err(err("not in one transfer")),
+            }
+        };
         match moved {
-            Ok((_, pending)) => {
+            Ok(pending) => {
                 for t in &pending {
                     self.e.ready(t).map_err(err)?;
                 }
