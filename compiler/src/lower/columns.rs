@@ -51,6 +51,18 @@ impl Lowerer<'_> {
     /// ([`Self::rows_in_place`]), the shortest reduction it takes (all it
     /// takes are multiples of it) and the longest within one row pitch.
     pub(super) fn column_form(&self) -> Option<ColumnForm> {
+        use super::ops::Role;
+        // Only a machine computing in its home memory has one.
+        let home = Place::Mem(self.info.home);
+        let candidate = self.fusion.contractions.iter().any(|c| {
+            c.t_dims == [Role::N]
+                && c.a_dims == [Role::K]
+                && c.b_dims == [Role::N, Role::K]
+                && c.locs(&self.e).is_some_and(|l| l[2].place == home)
+        });
+        if !candidate {
+            return None;
+        }
         // The pitch is the instruction's: probe lengths up to a row.
         let first = (1..=4096).find_map(|k| self.rows_in_place(k).map(|ip| ip.pitch))?;
         let quantum = (1..=first).find(|&k| self.rows_in_place(k).is_some())?;
