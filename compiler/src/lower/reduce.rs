@@ -574,7 +574,8 @@ impl Lowerer<'_> {
         };
         // Into a scalar register (pim-dram's `vredsum`): broadcast from there.
         if col.file != x.file && self.e.m.regfiles[col.file.index()].shape.is_empty() {
-            return ops::broadcast_scalar(&mut self.e, &col, x.file, wb).map_err(err);
+            let (_, gc) = self.e.granule(x.file);
+            return ops::broadcast_scalar(&mut self.e, &col, x.file, &[gc, wb]).map_err(err);
         }
         ops::broadcast_lanes(&mut self.e, &col, (gr, gc), h, wb).map_err(err)
     }
@@ -719,41 +720,8 @@ impl Lowerer<'_> {
         file: isa_specs::model::RegFileId,
         gc: i64,
     ) -> Result<Val, String> {
-        let dt = self.e.m.regfiles[file.index()].dtype;
-        let d = self.e.vreg(file);
-        let mut last = String::new();
-        for w in [1, gc] {
-            let (dtt, dr) = super::emit::Emitter::reg_tensor(file, dt, d, vec![w]);
-            let (st, sr) = super::emit::Emitter::reg_tensor(s.file, s.dtype, s.reg, vec![]);
-            let op = TileOp {
-                tensors: vec![dtt, st],
-                extents: vec![w],
-                target: TileAccess {
-                    tensor: 0,
-                    indices: vec![ix(0)],
-                },
-                op: AssignOp::Set,
-                value: TileExpr::Access(TileAccess {
-                    tensor: 1,
-                    indices: vec![],
-                }),
-            };
-            match self.e.emit(&op, &[dr, sr], None) {
-                Ok(_) => {
-                    return Ok(Val::Reg(RegTile {
-                        file,
-                        dtype: dt,
-                        reg: d,
-                        rows: 1,
-                        cols: 1,
-                    }));
-                }
-                Err(e) => last = e,
-            }
-        }
-        Err(format!(
-            "cannot broadcast a scalar register into a vector (`d[i] = s`): {last}"
-        ))
+        let r = ops::broadcast_scalar(&mut self.e, &s, file, &[1, gc])?;
+        Ok(Val::Reg(RegTile { cols: 1, ..r }))
     }
 
     /// A `rows` x 1 column of `k` at home (constant data, cached).

@@ -338,19 +338,20 @@ fn scalar_broadcast_op(
     (op, [dr, sr])
 }
 
-/// Scalar register `s` (of a scalar file) in the first `w` lanes of a new
-/// register of one-dimensional `file` ([`scalar_broadcast_file`]).
+/// Scalar register `s` (of a scalar file) in the first lanes of a new
+/// register of one-dimensional `file` ([`scalar_broadcast_file`]), by the
+/// first of the `widths` an instruction takes (the result says the last).
 pub fn broadcast_scalar(
     e: &mut Emitter,
     s: &RegTile,
     file: isa_specs::model::RegFileId,
-    w: i64,
+    widths: &[i64],
 ) -> Result<RegTile, String> {
-    let f = &e.m.regfiles[file.index()];
-    let (dtype, gc) = (f.dtype, f.shape.first().map_or(1, |d| d.value));
+    let dtype = e.m.regfiles[file.index()].dtype;
+    let w = widths.last().copied().unwrap_or(1);
     let d = e.vreg(file);
     let mut last = String::new();
-    for width in [gc, w] {
+    for &width in widths {
         let (op, refs) = scalar_broadcast_op(file, s.file, dtype, (d, s.reg), width);
         match e.emit(&op, &refs, None) {
             Ok(_) => {
@@ -391,7 +392,8 @@ pub fn broadcast_column(
         && let Some(sf) = scalar_broadcast_file(e, file)
     {
         let s = load_scalar(e, sf, &t.view(0, 0, 1, 1))?;
-        return broadcast_scalar(e, &s, file, w);
+        let gc = e.m.regfiles[file.index()].shape[0].value;
+        return broadcast_scalar(e, &s, file, &[gc, w]);
     }
     let Val::Reg(a) = e.to_loc(Val::Mem(t.view(0, 0, h, 1)), loc, None, Pad::Dense)? else {
         return Err("a row result did not land in a register".to_owned());
